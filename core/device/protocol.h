@@ -1,0 +1,250 @@
+/* protocol.h - the memory layouts and handshakes shared by the host runtime and the device executor.
+ *
+ * Included by the host (C, gcc), by the device runtime under NVRTC (CUDA C++) and by the sim
+ * build (C++ on the host). Every structure that both sides touch is defined here, once, with the
+ * ordering rule of each step next to it. Integer types come from the includer as mw_u8 .. mw_u64,
+ * mw_i32, mw_i64 (host: <stdint.h>; device: builtin types), so this header includes nothing.
+ *
+ * Memory places:
+ *   pinned  host memory mapped into the device address space (cuMemHostAlloc DEVICEMAP):
+ *           the control block, the inbox ring, the completion ring.
+ *   device  device memory allocated by the host (cuMemAlloc): the executor state, frames,
+ *           future slots, queues, free lists, per-worker state and statistics.
+ *   On sim both are plain host memory shared by all threads.
+ *
+ * Ordering vocabulary used below:
+ *   dev-release  = __threadfence() then a volatile store      (pairs with dev-acquire)
+ *   dev-acquire  = a volatile load then __threadfence()
+ *   sys-release  = __threadfence_system() then a volatile store (pairs with host-acquire)
+ *   host-release = atomic_store_explicit(memory_order_release) (pairs with sys-acquire)
+ *   sys-acquire  = a volatile load then __threadfence_system()
+ *   host-acquire = atomic_load_explicit(memory_order_acquire)
+ */
+#ifndef MW_PROTOCOL_H
+#define MW_PROTOCOL_H
+
+#define MW_PROTOCOL_VERSION 1
+
+/* ---- handles ----------------------------------------------------------------------------
+ * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
+ * Handle 0 is "no future". Generations start at 1 and grow by one each time a slot is reused,
+ * so a handle kept past its slot's release is detected as stale. */
+#define MW_FUT_SLOT(h) ((mw_u32)((h)&0xffffffffu) - 1u)
+#define MW_FUT_GEN(h) ((mw_u32)((h) >> 32))
+#define MW_FUT_MAKE(slot, gen) ((((mw_u64)(gen)) << 32) | (mw_u64)((slot) + 1u))
+
+/* ---- future slots (device memory) --------------------------------------------------------
+ * ctl packs generation and one word: gen << 32 | word.
+ *   word == MW_CTL_EMPTY   pending, nobody waits
+ *   word == MW_CTL_CLOSED  complete: status, value, code and msg are final
+ *   otherwise              pending; word is the waiting frame's index + 1
+ * A slot whose ctl generation is g-1 with word CLOSED is, for a handle of generation g, a
+ * future that has not started yet (the slot was handed out but its task has not run): an
+ * awaiter may register on it by moving ctl to (g, waiter) with a CAS. So allocating a slot
+ * never writes ctl, and a host may hand out a handle before the device has seen the spawn.
+ *
+ * Completion (producer, one lane):  write value/status/code/msg; __threadfence();
+ *   old = atomicExch(ctl, gen<<32|CLOSED); if old's word is a waiter, wake it (see join below).
+ * Await (waiter, one lane): CAS ctl from (gen, EMPTY) or (gen-1, CLOSED) to (gen, me);
+ *   a CAS that finds (gen, CLOSED) means already complete. __threadfence() after seeing CLOSED
+ *   before reading value (pairs with the producer's fence before the exchange).
+ * Each slot has exactly one device waiter at a time; a second awaiter of the same pending
+ * future gets MW_FAIL_AWAITED. */
+#define MW_CTL_EMPTY 0u
+#define MW_CTL_CLOSED 0xffffffffu
+
+enum mw_status { MW_ST_PENDING = 0, MW_ST_OK = 1, MW_ST_FAILED = 2, MW_ST_CANCELLED = 3 };
+
+/* result types: how the 8 value bytes are to be read */
+enum mw_rtype {
+  MW_RT_VOID = 0,
+  MW_RT_BOOL,
+  MW_RT_I32,
+  MW_RT_U32,
+  MW_RT_I64,
+  MW_RT_U64,
+  MW_RT_F32,
+  MW_RT_F64,
+  MW_RT_PTR,
+  MW_RT_FUTURE
+};
+
+/* failure codes raised by the runtime itself (task code uses positive codes of its own) */
+enum mw_fail_code {
+  MW_FAIL_USER = 1,          /* fail() without a code */
+  MW_FAIL_CAPACITY = -1,     /* no free frame or future slot for a spawn */
+  MW_FAIL_STALE = -2,        /* awaited or read a stale future handle */
+  MW_FAIL_AWAITED = -3,      /* a second task awaited a future that already has a waiter */
+  MW_FAIL_CHILD = -4,        /* an awaited child failed */
+  MW_FAIL_NOT_READY = -5,    /* value() of a future that is not complete */
+  MW_FAIL_BAD_KIND = -6,     /* descriptor named a kind this executor does not have */
+  MW_FAIL_DIVERGED = -7,     /* lanes reached different collectives (sim checks this) */
+  MW_FAIL_BULK_AWAIT = -8,   /* a bulk instance tried to await */
+  MW_FAIL_CANCELLED = -9     /* an awaited child was cancelled */
+};
+
+#define MW_MSG_BYTES 48
+
+typedef struct mw_slot {
+  mw_u64 ctl;     /* see above; all changes by atomicCAS / atomicExch */
+  mw_u64 value;   /* result bits, valid once CLOSED */
+  mw_u32 status;  /* enum mw_status, valid once CLOSED */
+  mw_u32 rtype;   /* enum mw_rtype of the producer's result */
+  mw_i32 code;    /* failure code when status is FAILED or CANCELLED */
+  mw_u32 refs;    /* device slots: producer + owner references; freed at 0 (atomicSub) */
+  mw_u32 sibling; /* next slot (index + 1) in the owning task's child list; owner-only */
+  mw_u32 kind;    /* producer's kind id, for messages */
+  mw_u32 frame;   /* producer's frame index + 1 while the task exists, else 0 */
+  mw_u32 pad;
+  char msg[MW_MSG_BYTES]; /* failure message, NUL-terminated */
+} mw_slot;            /* 96 bytes */
+
+/* ---- frames (device memory) --------------------------------------------------------------
+ * A frame is the whole state of one task: this header, then the task's parameters and
+ * declared locals (the generated struct). Frames are frame_bytes apart in one array.
+ * A frame is owned by exactly one worker at a time: the one running it, or, while it is
+ * suspended, nobody (it is reachable only through the waiter word of the slots it awaits). */
+#define MW_FRAME_HDR_BYTES 64u
+
+enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u };
+
+typedef struct mw_frame_hdr {
+  mw_u32 kind;     /* kind id */
+  mw_u32 resume;   /* resume point of the state machine, 0 = start */
+  mw_u64 fut;      /* the future this task completes */
+  mw_u32 join;     /* awaits still outstanding + 1 while registering; the decrement to 0 wakes */
+  mw_u32 children; /* first owned child slot (index + 1), 0 = none */
+  mw_u32 flags;    /* enum mw_frame_flags */
+  mw_u32 await_n;  /* number of futures of the current await */
+  mw_u64 await_f[2]; /* the first futures of the current await, re-checked for failure on wake */
+  /* bulk: n instances share this frame; each queue entry holds one reference */
+  mw_u32 bulk_n;
+  mw_u32 bulk_next; /* next index to claim (atomicAdd) */
+  mw_u32 bulk_done; /* instances finished (atomicAdd); the one reaching n completes the future */
+  mw_u32 bulk_refs; /* queue entries + running workers holding the frame (atomicAdd/Sub) */
+} mw_frame_hdr;
+
+/* ---- queue entries -------------------------------------------------------------------------
+ * A run queue holds frame indices (u32). MW_NONE is "empty". */
+#define MW_NONE 0xffffffffu
+
+/* ---- inbox ring (pinned; host produces, device workers consume) ---------------------------
+ * cap cells, cap a power of two. Cell i's seq tells its state for ticket t (t % cap == i):
+ *   seq == t        free, the host may write ticket t
+ *   seq == t + 1    full, published: the device may take ticket t
+ *   the device, after copying the cell out, sets seq = t + cap (free for ticket t + cap).
+ * Host write: wait seq == t (host-acquire), fill the cell, host-release seq = t + 1.
+ * Device take: head is a device-memory counter. Read t = head, sys-acquire seq; if seq == t+1,
+ *   CAS head t -> t+1 to claim, copy the cell, then sys-release seq = t + cap. */
+#define MW_INBOX_ARG_BYTES 96u
+
+typedef struct mw_inbox_cell {
+  mw_u64 seq;
+  mw_u64 fut;   /* host future handle the task completes */
+  mw_u32 kind;  /* kind id */
+  mw_u32 bytes; /* bytes of args used */
+  mw_u32 flags; /* MW_IN_BULK: args followed by n in bulk_n */
+  mw_u32 bulk_n;
+  mw_u8 args[MW_INBOX_ARG_BYTES]; /* the task's parameter struct, laid out by the generator */
+} mw_inbox_cell; /* 128 bytes */
+
+enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u };
+
+/* ---- completion ring (pinned; device workers produce, the host consumes) -----------------
+ * cap cells, cap a power of two and at least the number of host future slots, so a producer
+ * never finds it full (each host slot completes once before the host can reuse it).
+ * Device: t = atomicAdd(comp_tail, 1); fill cell t % cap; sys-release seq = t + 1.
+ * Host: for its head t, host-acquire seq == t + 1, read, then host-release seq = t + cap
+ *   (not read by the device, kept for symmetry and debugging), head = t + 1. */
+typedef struct mw_comp_cell {
+  mw_u64 seq;
+  mw_u64 fut;
+  mw_u64 value;
+  mw_u32 status;
+  mw_u32 rtype;
+  mw_i32 code;
+  mw_u32 kind;
+  char msg[MW_MSG_BYTES];
+} mw_comp_cell; /* 88 bytes */
+
+/* ---- control block (pinned) ---------------------------------------------------------------
+ * stop: host-release 1 to ask every worker to finish its current task, hand its queued work
+ *   to the global queue and exit. Workers read it with a volatile load at the top of the loop.
+ * heartbeat: worker 0 sys-stores a growing count while it runs (idle or busy): the host
+ *   watchdog reads it to say whether the executor is alive.
+ * exited: each worker atomically increments when it leaves; the host waits for all (or for
+ *   the kernel to finish) before it relaunches.
+ * trace_on: host-release 1 to record task starts and ends (reserved). */
+typedef struct mw_control {
+  volatile mw_u32 stop;
+  volatile mw_u32 exited;
+  volatile mw_u64 heartbeat;
+  volatile mw_u32 fault;      /* device-detected fault, a mw_fail_code; 0 = none */
+  volatile mw_u32 fault_kind; /* kind id that caused it */
+  volatile mw_u32 trace_on;
+  mw_u32 pad;
+} mw_control;
+
+/* ---- per-worker state (device memory) -----------------------------------------------------
+ * The deque is a Chase-Lev work-stealing deque of frame indices: the owner pushes and pops at
+ * bottom, thieves CAS top. Owner push: write buf[b], dev-release bottom = b + 1. Owner pop:
+ * bottom = b - 1; __threadfence(); read top; ... Thief: read top; __threadfence(); read bottom;
+ * read buf[t]; CAS top t -> t + 1. The LIFO slot holds the next task to run on this warp;
+ * only the owner touches it. The free caches hold recycled frame and slot indices that only
+ * this worker allocates from (no atomics on the common path). */
+#define MW_DEQUE_CAP 256u
+#define MW_CACHE_CAP 32u
+
+typedef struct mw_stat_row {
+  mw_u64 spawned, completed, failed, cancelled;
+} mw_stat_row;
+
+typedef struct mw_worker {
+  mw_u64 top;    /* thieves advance with atomicCAS */
+  mw_u64 bottom; /* owner only writes */
+  mw_u32 lifo;   /* next frame to run here, MW_NONE if none */
+  mw_u32 nfree_frames, nfree_slots;
+  mw_u32 rng;
+  mw_u64 steals;
+  mw_u64 idle_loops;
+  mw_u32 buf[MW_DEQUE_CAP];
+  mw_u32 free_frames[MW_CACHE_CAP];
+  mw_u32 free_slots[MW_CACHE_CAP];
+} mw_worker;
+
+/* ---- the executor state (device memory; one per runtime) ----------------------------------
+ * The host allocates every array, fills this struct and copies it to the device before the
+ * first launch; it survives relaunches (kernel rebuilds), so nothing lives in module globals.
+ * Capacity: nframes frames, nslots future slots of which the first host_slots belong to the
+ * host (allocated by the host, never entered in the device free list). */
+typedef struct mw_state {
+  /* sizes */
+  mw_u32 nframes, frame_bytes, nslots, host_slots;
+  mw_u32 nworkers, nkinds, inbox_cap, comp_cap;
+  mw_u32 gq_cap, cache_cap, pad0, pad1;
+  /* pinned, device addresses */
+  mw_control *ctl;
+  mw_inbox_cell *inbox;
+  mw_comp_cell *comp;
+  /* device */
+  mw_u8 *frames;
+  mw_slot *slots;
+  mw_worker *workers;
+  mw_stat_row *stats;  /* nworkers * MW_MAX_KINDS rows, each written by its worker only */
+  mw_u32 *frame_next;  /* free-stack links for frames */
+  mw_u32 *slot_next;   /* free-stack links for device slots */
+  mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */
+  mw_u64 *gq_seq;      /* Vyukov MPMC sequence per cell */
+  /* counters and stack heads (device, atomics) */
+  mw_u64 frame_head;   /* Treiber head: tag << 32 | (index + 1) */
+  mw_u64 slot_head;
+  mw_u64 gq_head, gq_tail;
+  mw_u64 inbox_head;   /* next inbox ticket to take */
+  mw_u64 comp_tail;    /* next completion ticket to write */
+  mw_u64 launches;     /* executor launches so far */
+  mw_u64 t0;           /* globaltimer at the first launch */
+} mw_state;
+
+#define MW_MAX_KINDS 64u
+
+#endif /* MW_PROTOCOL_H */

@@ -1,0 +1,192 @@
+/* moonwarp.h - the embedding API: device coroutines on a persistent GPU executor (or its CPU sim).
+ *
+ * Conventions: opaque handles; functions return 0 or a negative MW_E* code; the detailed
+ * message of the last failure on a runtime (compiler log, CUDA error string) is read with
+ * mw_runtime_last_error(rt), and the one of a failure before a runtime exists with
+ * mw_last_error(). The library never prints and never aborts. Descriptor structs are
+ * zero-initialised: zero means default. One runtime is used by one host thread at a time.
+ */
+#ifndef MOONWARP_H
+#define MOONWARP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MW_BUILDING)
+#define MW_API __attribute__((visibility("default")))
+#else
+#define MW_API
+#endif
+
+/* ---- errors: one list makes the enum, the names and the messages ---- */
+#define MW_ERRNO_MAP(XX)                                                    \
+  XX(EINVAL, -1, "invalid argument")                                        \
+  XX(ENOMEM, -2, "out of memory")                                           \
+  XX(ENODEV, -3, "no usable device, driver or compiler")                    \
+  XX(ECOMPILE, -4, "task source failed to compile")                         \
+  XX(ENOTASK, -5, "no such task")                                           \
+  XX(ECAPACITY, -6, "capacity exhausted")                                   \
+  XX(ETIMEDOUT, -7, "timed out")                                            \
+  XX(EFAULT, -8, "device fault")                                            \
+  XX(ECLOSED, -9, "runtime is closed")                                      \
+  XX(ESTALE, -10, "stale or foreign future")                                \
+  XX(EFAILED, -11, "task failed")                                           \
+  XX(ECANCELED, -12, "task cancelled")                                      \
+  XX(ECUDA, -13, "CUDA driver error")                                       \
+  XX(EIO, -14, "input/output error")                                        \
+  XX(EAGAIN, -15, "not ready")                                              \
+  XX(ERANGE, -16, "out of range")
+
+enum {
+  MW_OK = 0,
+#define MW__ERRNO(name, val, msg) MW_##name = (val),
+  MW_ERRNO_MAP(MW__ERRNO)
+#undef MW__ERRNO
+};
+
+MW_API const char *mw_strerror(int err);
+MW_API const char *mw_err_name(int err);
+MW_API const char *mw_last_error(void); /* this thread's last detailed message */
+MW_API const char *mw_version(void);
+
+/* ---- value types of task parameters and results ---- */
+typedef enum mw_type {
+  MW_T_VOID = 0,
+  MW_T_BOOL,
+  MW_T_I8,
+  MW_T_U8,
+  MW_T_I16,
+  MW_T_U16,
+  MW_T_I32,
+  MW_T_U32,
+  MW_T_I64,
+  MW_T_U64,
+  MW_T_F32,
+  MW_T_F64,
+  MW_T_PTR,    /* device buffer pointer */
+  MW_T_FUTURE, /* a future handle */
+  MW_T__COUNT
+} mw_type;
+
+MW_API const char *mw_type_name(mw_type t);
+
+/* ---- runtime ---- */
+typedef struct mw_runtime mw_runtime;
+typedef struct mw_program mw_program;
+typedef struct mw_buffer mw_buffer;
+typedef uint64_t mw_future; /* 0 is no future */
+
+typedef struct mw_runtime_desc {
+  const char *backend;   /* "auto" (NULL), "cuda" or "sim"; MOONWARP_BACKEND when NULL */
+  int device;            /* CUDA device ordinal */
+  uint32_t capacity;     /* frames and device future slots; 0 = default */
+  uint32_t host_futures; /* futures the host may hold at once; 0 = default */
+  uint32_t workers;      /* 0 = fill the device (cuda) or 4 (sim) */
+  uint32_t frame_bytes;  /* bytes per task frame including a 64-byte header; 0 = 256 */
+} mw_runtime_desc;
+
+MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out);
+/* Stops the executor (waiting up to deadline_s seconds for running tasks; <= 0 means 10 s),
+ * fails whatever is still pending and frees everything. Always frees rt. */
+MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s);
+MW_API const char *mw_runtime_backend(const mw_runtime *rt); /* "cuda" or "sim" */
+MW_API const char *mw_runtime_last_error(const mw_runtime *rt);
+MW_API int mw_runtime_faulted(const mw_runtime *rt); /* 0, or the MW_E* that broke it */
+
+typedef struct mw_stats {
+  uint64_t spawned, completed, failed, cancelled; /* device tasks, all kinds */
+  uint64_t host_spawned, host_completed;          /* from the host */
+  uint64_t in_flight;                             /* host futures not yet complete */
+  uint64_t steals, launches;
+  uint64_t heartbeat;
+  double uptime_s;
+  uint32_t workers, kinds;
+  uint32_t frames_free, slots_free; /* approximate while running */
+} mw_stats;
+
+MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);
+/* per-kind counters; kind ids are those of mw_task_info.kind */
+MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]);
+
+/* ---- programs ---- */
+typedef struct mw_task_info {
+  const char *name;
+  uint32_t kind;      /* runtime-wide kind id */
+  mw_type ret;
+  int nparams;
+  const mw_type *param_types;
+  const char *const *param_names;
+  const char *signature; /* "long fib(int n)" */
+  const char *file;
+  int line;
+} mw_task_info;
+
+typedef struct mw_compile_desc {
+  const char *filename; /* for #line directives and messages; NULL = "<string>" */
+  const char *arch;     /* "sm_90" etc.; NULL = the device's own */
+} mw_compile_desc;
+
+/* Parses, generates, compiles and loads a program into the runtime (relaunching the executor
+ * with all programs loaded so far). On MW_ECOMPILE the log, with the user's file and line, is
+ * in mw_runtime_last_error(rt). */
+MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
+                              mw_program **out);
+MW_API int mw_program_task_count(const mw_program *p);
+MW_API int mw_program_task(const mw_program *p, int i, mw_task_info *out);
+MW_API int mw_program_find(const mw_program *p, const char *name); /* index or MW_ENOTASK */
+
+/* Without a runtime: parse and generate only (no compiler). out_source is malloc'd. */
+MW_API int mw_generate_source(const char *source, const char *filename, const char *backend,
+                              char **out_source, char **out_error);
+/* Without a runtime or device: compile a program with NVRTC into a cubin for arch. */
+MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
+                            void **out_cubin, size_t *out_size, char **out_log);
+
+/* ---- spawning and futures ---- */
+typedef union mw_value {
+  int64_t i;
+  uint64_t u;
+  double d;
+  mw_future f;
+} mw_value;
+
+typedef struct mw_result {
+  int status;   /* MW_OK, MW_EFAILED, MW_ECANCELED, MW_EFAULT */
+  mw_type type; /* type of value */
+  mw_value value;
+  int code;          /* task failure code */
+  char message[96];  /* "fib: message" for failures */
+} mw_result;
+
+/* args: one mw_value per parameter, read as the parameter's type (integers in .i or .u,
+ * floats in .d, buffers as device address in .u, futures in .f). timeout_s bounds the wait
+ * for inbox or host-future capacity: < 0 waits forever, 0 not at all. */
+MW_API int mw_spawn(mw_runtime *rt, const mw_program *p, int task, const mw_value *args,
+                    int nargs, double timeout_s, mw_future *out);
+MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
+                         const mw_value *args, int nargs, double timeout_s, mw_future *out);
+/* 0 and *out filled when complete, MW_EAGAIN while pending. Processes completions. */
+MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out);
+/* Waits up to timeout_s (< 0: forever). MW_ETIMEDOUT when it runs out. */
+MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out);
+/* Gives up the host's hold on f; its slot is reused once the task has completed. */
+MW_API int mw_future_release(mw_runtime *rt, mw_future f);
+/* Processes completions without waiting; returns how many were processed. */
+MW_API int mw_runtime_poll(mw_runtime *rt);
+
+/* ---- buffers (device memory) ---- */
+MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out);
+MW_API int mw_buffer_write(mw_buffer *b, size_t offset, const void *src, size_t bytes);
+MW_API int mw_buffer_read(mw_buffer *b, size_t offset, void *dst, size_t bytes);
+MW_API uint64_t mw_buffer_address(const mw_buffer *b);
+MW_API size_t mw_buffer_size(const mw_buffer *b);
+MW_API void mw_buffer_free(mw_buffer *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONWARP_H */
