@@ -1,0 +1,368 @@
+/* jit.c - loads NVRTC with dlopen; compiles generated CUDA C to a cubin, or PTX for newer GPUs. */
+#include "jit.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonwarp.h"
+
+/* The NVRTC C API, declared here so the build needs no toolkit headers (nvrtc.h, CUDA 11.2+). */
+typedef int nvrtc_result;
+typedef struct _nvrtcProgram *nvrtc_program;
+
+enum {
+  NVRTC_OK = 0,
+  NVRTC_OUT_OF_MEMORY = 1,
+  NVRTC_INVALID_INPUT = 3,
+  NVRTC_INVALID_OPTION = 5,
+  NVRTC_COMPILATION = 6
+};
+
+struct nvrtc_api {
+  const char *(*GetErrorString)(nvrtc_result r);
+  nvrtc_result (*Version)(int *major, int *minor);
+  nvrtc_result (*GetNumSupportedArchs)(int *n);
+  nvrtc_result (*GetSupportedArchs)(int *archs);
+  nvrtc_result (*CreateProgram)(nvrtc_program *prog, const char *src, const char *name,
+                                int nheaders, const char *const *headers,
+                                const char *const *include_names);
+  nvrtc_result (*DestroyProgram)(nvrtc_program *prog);
+  nvrtc_result (*CompileProgram)(nvrtc_program prog, int nopts, const char *const *opts);
+  nvrtc_result (*GetProgramLogSize)(nvrtc_program prog, size_t *size);
+  nvrtc_result (*GetProgramLog)(nvrtc_program prog, char *log);
+  nvrtc_result (*GetPTXSize)(nvrtc_program prog, size_t *size);
+  nvrtc_result (*GetPTX)(nvrtc_program prog, char *ptx);
+  nvrtc_result (*GetCUBINSize)(nvrtc_program prog, size_t *size);
+  nvrtc_result (*GetCUBIN)(nvrtc_program prog, char *cubin);
+};
+
+static struct nvrtc_api nv;
+
+static const struct {
+  const char *symbol;
+  size_t offset;
+} symbols[] = {
+#define SYM(member) {"nvrtc" #member, offsetof(struct nvrtc_api, member)}
+    SYM(GetErrorString), SYM(Version),           SYM(GetNumSupportedArchs),
+    SYM(GetSupportedArchs), SYM(CreateProgram),  SYM(DestroyProgram),
+    SYM(CompileProgram),  SYM(GetProgramLogSize), SYM(GetProgramLog),
+    SYM(GetPTXSize),      SYM(GetPTX),            SYM(GetCUBINSize),
+    SYM(GetCUBIN),
+#undef SYM
+};
+
+#define MAX_ARCHS 64
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_rc;
+static char load_msg[1024];
+static int nv_major, nv_minor;
+static int archs[MAX_ARCHS]; /* ascending, as NVRTC lists them */
+static int narchs;
+
+static void set_msg(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(load_msg, sizeof load_msg, fmt, ap);
+  va_end(ap);
+}
+
+static void *open_library(void) {
+  static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  const char *roots[3];
+  char path[1024], first_err[400] = "", dirs[400] = "";
+  size_t i, j, nroots = 0;
+  void *lib;
+  const char *env = getenv("MOONWARP_NVRTC"), *why;
+
+  if (env && *env) {
+    lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      why = dlerror();
+      set_msg("%s (from MOONWARP_NVRTC) could not be opened (dlopen: %s)", env,
+              why ? why : "unknown error");
+    }
+    return lib;
+  }
+
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib) return lib;
+    why = dlerror();
+    if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", why ? why : "unknown error");
+  }
+
+  if ((env = getenv("CUDA_HOME")) && *env) roots[nroots++] = env;
+  if ((env = getenv("CUDA_PATH")) && *env) roots[nroots++] = env;
+  roots[nroots++] = "/usr/local/cuda";
+  for (j = 0; j < nroots; j++) {
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+      snprintf(path, sizeof path, "%s/lib64/%s", roots[j], names[i]);
+      lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (lib) return lib;
+      dlerror();
+    }
+  }
+
+  for (j = 0; j < nroots; j++)
+    snprintf(dirs + strlen(dirs), sizeof dirs - strlen(dirs), "%s%s/lib64", j ? ", " : "",
+             roots[j]);
+  set_msg("NVRTC not found: no libnvrtc.so, libnvrtc.so.13 or libnvrtc.so.12 on the library "
+          "path nor in %s (dlopen: %s); install the CUDA toolkit's NVRTC or set MOONWARP_NVRTC "
+          "to its path",
+          dirs, first_err);
+  return NULL;
+}
+
+static void load(void) {
+  void *lib = open_library(), *p;
+  size_t i;
+  int n = 0;
+  nvrtc_result r;
+
+  if (!lib) {
+    load_rc = MW_ENODEV;
+    return;
+  }
+  for (i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+    dlerror();
+    p = dlsym(lib, symbols[i].symbol);
+    if (!p) {
+      set_msg("the NVRTC library found has no %s: NVRTC 11.2 or newer is needed",
+              symbols[i].symbol);
+      goto fail;
+    }
+    /* POSIX guarantees that a data pointer from dlsym converts to a function pointer. */
+    memcpy((char *)&nv + symbols[i].offset, &p, sizeof p);
+  }
+  if ((r = nv.Version(&nv_major, &nv_minor)) != NVRTC_OK) {
+    set_msg("nvrtcVersion failed: %s", nv.GetErrorString(r));
+    goto fail;
+  }
+  if ((r = nv.GetNumSupportedArchs(&n)) != NVRTC_OK || n <= 0 || n > MAX_ARCHS ||
+      (r = nv.GetSupportedArchs(archs)) != NVRTC_OK) {
+    set_msg("NVRTC %d.%d did not list its supported architectures (%s)", nv_major, nv_minor,
+            r != NVRTC_OK ? nv.GetErrorString(r) : "bad count");
+    goto fail;
+  }
+  narchs = n;
+  load_msg[0] = '\0';
+  return;
+
+fail:
+  memset(&nv, 0, sizeof nv);
+  load_rc = MW_ENODEV;
+  /* The library stays open: nothing calls into it again, and closing it is not worth the
+   * risk of a library that registered atexit handlers. */
+}
+
+int mw__nvrtc_load(char *err, size_t errlen) {
+  pthread_once(&load_once, load);
+  if (load_rc && err && errlen) snprintf(err, errlen, "%s", load_msg);
+  return load_rc;
+}
+
+int mw__nvrtc_version(int *major, int *minor) {
+  int rc = mw__nvrtc_load(NULL, 0);
+  if (rc) return rc;
+  if (major) *major = nv_major;
+  if (minor) *minor = nv_minor;
+  return 0;
+}
+
+/* The target for sm, or a message in msg and a negative code. */
+static int pick_target(int sm, int *target, int *is_cubin, char *msg, size_t msglen) {
+  int i, best = 0;
+
+  if (sm <= 0) {
+    snprintf(msg, msglen, "invalid target architecture sm_%d", sm);
+    return MW_EINVAL;
+  }
+  for (i = 0; i < narchs; i++) {
+    if (archs[i] == sm) {
+      *target = sm;
+      *is_cubin = 1;
+      return 0;
+    }
+    if (archs[i] < sm && archs[i] > best) best = archs[i];
+  }
+  if (!best) {
+    snprintf(msg, msglen, "NVRTC %d.%d cannot compile for sm_%d: its oldest architecture is "
+             "sm_%d",
+             nv_major, nv_minor, sm, narchs ? archs[0] : 0);
+    return MW_ENODEV;
+  }
+  *target = best;
+  *is_cubin = 0;
+  return 0;
+}
+
+int mw__nvrtc_target(int sm, int *target, int *is_cubin) {
+  char msg[160];
+  int rc = mw__nvrtc_load(NULL, 0);
+  if (rc) return rc;
+  return pick_target(sm, target, is_cubin, msg, sizeof msg);
+}
+
+/* A malloc'd copy of the formatted message, or NULL when out of memory. */
+static char *format(const char *fmt, ...) {
+  va_list ap;
+  int n;
+  char *s;
+
+  va_start(ap, fmt);
+  n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || !(s = malloc((size_t)n + 1))) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* The program's log, malloc'd, or NULL when it is empty or only whitespace. */
+static char *program_log(nvrtc_program prog) {
+  size_t n = 0, i;
+  char *s;
+
+  if (nv.GetProgramLogSize(prog, &n) != NVRTC_OK || n <= 1) return NULL;
+  if (!(s = malloc(n))) return NULL;
+  if (nv.GetProgramLog(prog, s) != NVRTC_OK) {
+    free(s);
+    return NULL;
+  }
+  s[n - 1] = '\0';
+  for (i = 0; s[i]; i++)
+    if (s[i] != ' ' && s[i] != '\n' && s[i] != '\r' && s[i] != '\t') return s;
+  free(s);
+  return NULL;
+}
+
+static int code_of(nvrtc_result r) {
+  switch (r) {
+  case NVRTC_OUT_OF_MEMORY:
+    return MW_ENOMEM;
+  case NVRTC_INVALID_INPUT:
+  case NVRTC_INVALID_OPTION:
+    return MW_EINVAL;
+  default:
+    return MW_ECOMPILE;
+  }
+}
+
+int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *const *opts,
+                      int nopts, void **image, size_t *size, int *is_cubin, char **log) {
+  enum { FIXED_OPTS = 3 };
+  char msg[1024], arch_opt[64];
+  const char **all = NULL;
+  char *text = NULL;
+  void *out = NULL;
+  size_t n = 0;
+  nvrtc_program prog = NULL;
+  nvrtc_result r;
+  int rc, target = 0, cubin = 0, i;
+
+  if (image) *image = NULL;
+  if (size) *size = 0;
+  if (log) *log = NULL;
+  if (!src || !image || !size || !is_cubin || nopts < 0 || (nopts > 0 && !opts)) {
+    if (log) *log = format("mw__nvrtc_compile: invalid argument");
+    return MW_EINVAL;
+  }
+  if ((rc = mw__nvrtc_load(msg, sizeof msg)) != 0 ||
+      (rc = pick_target(sm, &target, &cubin, msg, sizeof msg)) != 0) {
+    if (log) *log = format("%s", msg);
+    return rc;
+  }
+
+  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d", cubin ? "sm" : "compute",
+           target);
+  if (!(all = malloc(sizeof *all * (size_t)(FIXED_OPTS + nopts)))) {
+    rc = MW_ENOMEM;
+    goto done;
+  }
+  all[0] = arch_opt;
+  all[1] = "-lineinfo";
+  all[2] = "--std=c++17";
+  for (i = 0; i < nopts; i++) all[FIXED_OPTS + i] = opts[i];
+
+  r = nv.CreateProgram(&prog, src, name ? name : "<string>", 0, NULL, NULL);
+  if (r != NVRTC_OK) {
+    prog = NULL;
+    rc = code_of(r);
+    if (log) *log = format("nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
+    goto done;
+  }
+
+  r = nv.CompileProgram(prog, FIXED_OPTS + nopts, all);
+  text = program_log(prog);
+  if (r != NVRTC_OK) {
+    rc = code_of(r);
+    if (r == NVRTC_COMPILATION && text) {
+      /* The log is the message: it already names the user's file and line. */
+    } else if (r == NVRTC_INVALID_OPTION) {
+      char *opt_list = NULL, *m;
+      size_t len = 1;
+      for (i = 0; i < FIXED_OPTS + nopts; i++) len += strlen(all[i]) + 1;
+      if ((opt_list = malloc(len)) != NULL) {
+        opt_list[0] = '\0';
+        for (i = 0; i < FIXED_OPTS + nopts; i++) {
+          if (i) strcat(opt_list, " ");
+          strcat(opt_list, all[i]);
+        }
+      }
+      m = format("NVRTC %d.%d rejected an option (%s): %s\n%s", nv_major, nv_minor,
+                 nv.GetErrorString(r), opt_list ? opt_list : "?", text ? text : "");
+      free(opt_list);
+      free(text);
+      text = m;
+    } else {
+      char *m = format("nvrtcCompileProgram failed: %s\n%s", nv.GetErrorString(r),
+                       text ? text : "");
+      free(text);
+      text = m;
+    }
+    goto done;
+  }
+
+  r = cubin ? nv.GetCUBINSize(prog, &n) : nv.GetPTXSize(prog, &n);
+  if (r != NVRTC_OK || n == 0) {
+    rc = r == NVRTC_OUT_OF_MEMORY ? MW_ENOMEM : MW_ECOMPILE;
+    free(text);
+    text = format("nvrtcGet%sSize failed: %s", cubin ? "CUBIN" : "PTX",
+                  r != NVRTC_OK ? nv.GetErrorString(r) : "empty output");
+    goto done;
+  }
+  if (!(out = malloc(n))) {
+    rc = MW_ENOMEM;
+    goto done;
+  }
+  r = cubin ? nv.GetCUBIN(prog, out) : nv.GetPTX(prog, out);
+  if (r != NVRTC_OK) {
+    rc = code_of(r);
+    free(out);
+    out = NULL;
+    free(text);
+    text = format("nvrtcGet%s failed: %s", cubin ? "CUBIN" : "PTX", nv.GetErrorString(r));
+    goto done;
+  }
+  *image = out;
+  *size = n;
+  *is_cubin = cubin;
+  rc = 0;
+
+done:
+  if (prog) nv.DestroyProgram(&prog);
+  free(all);
+  if (rc == MW_ENOMEM && !text) text = format("out of memory while compiling");
+  if (rc == MW_ECOMPILE && !text) text = format("compilation failed and NVRTC wrote no log");
+  if (log)
+    *log = text;
+  else
+    free(text);
+  return rc;
+}
