@@ -1,0 +1,272 @@
+/* backend_cuda.c - the cuda backend: one context per runtime, NVRTC-built executor modules, the
+ * persistent kernel on a non-blocking stream, buffers through the stream-ordered allocator. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "cuda_api.h"
+#include "internal.h"
+#include "jit.h"
+#include "util.h"
+
+#define BLOCK_THREADS 128
+#define WARPS_PER_BLOCK (BLOCK_THREADS / 32)
+#define MAX_BLOCKS_PER_SM 4 /* more warps than this per SM only lengthen steal searches */
+
+typedef struct cuda_be {
+  mw_CUcontext ctx;
+  mw_CUdevice dev;
+  mw_CUstream exec; /* the executor's stream: busy for the executor's whole life */
+  mw_CUstream aux;  /* allocations and copies, never queued behind the executor */
+  mw_CUmodule mod, next_mod;
+  mw_CUfunction fn, next_fn;
+  int sm, nsm, next_fit;
+  int faulted;
+} cuda_be;
+
+#define CU(call, what)                                                          \
+  do {                                                                          \
+    mw_CUresult r_ = (call);                                                    \
+    if (r_ != MW_CUDA_SUCCESS) return mw__cuda_error(r_, what, rt->err, sizeof rt->err); \
+  } while (0)
+
+int mw__cuda_probe(char *err, size_t n) {
+  int rc = mw__cuda_load(err, n);
+  if (rc) return rc;
+  int count = 0;
+  if (mw__cu.cuDeviceGetCount(&count) != MW_CUDA_SUCCESS || count < 1) {
+    snprintf(err, n, "no CUDA device is visible to the driver");
+    return MW_ENODEV;
+  }
+  return 0;
+}
+
+static int cur(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  CU(mw__cu.cuCtxSetCurrent(be->ctx), "cuCtxSetCurrent");
+  return 0;
+}
+
+static int cuda_open(mw_runtime *rt, const mw_runtime_desc *d) {
+  char why[1024];
+  int rc = mw__cuda_probe(why, sizeof why);
+  if (rc) {
+    mw__rt_error(rt, "the cuda backend is not available: %s", why);
+    return rc;
+  }
+  char nv[1024];
+  if ((rc = mw__nvrtc_load(nv, sizeof nv))) {
+    mw__rt_error(rt, "the cuda backend needs NVRTC: %s", nv);
+    return rc;
+  }
+  cuda_be *be = calloc(1, sizeof *be);
+  if (!be) return MW_ENOMEM;
+  rt->be = be;
+  int count = 0;
+  mw__cu.cuDeviceGetCount(&count);
+  if (d->device < 0 || d->device >= count) {
+    mw__rt_error(rt, "device %d does not exist (%d device%s)", d->device, count,
+                 count == 1 ? "" : "s");
+    return MW_EINVAL;
+  }
+  CU(mw__cu.cuDeviceGet(&be->dev, d->device), "cuDeviceGet");
+  int major = 0, minor = 0;
+  CU(mw__cu.cuDeviceGetAttribute(&major, MW_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, be->dev),
+     "cuDeviceGetAttribute");
+  CU(mw__cu.cuDeviceGetAttribute(&minor, MW_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, be->dev),
+     "cuDeviceGetAttribute");
+  CU(mw__cu.cuDeviceGetAttribute(&be->nsm, MW_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, be->dev),
+     "cuDeviceGetAttribute");
+  be->sm = major * 10 + minor;
+  if (be->sm < 70) {
+    mw__rt_error(rt, "device %d is sm_%d; moonwarp needs sm_70 or newer", d->device, be->sm);
+    return MW_ENODEV;
+  }
+  CU(mw__cu.cuCtxCreate(&be->ctx, MW_CU_CTX_SCHED_SPIN | MW_CU_CTX_MAP_HOST, be->dev),
+     "cuCtxCreate");
+  CU(mw__cu.cuStreamCreate(&be->exec, MW_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CU(mw__cu.cuStreamCreate(&be->aux, MW_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  rt->max_workers = (uint32_t)be->nsm * MAX_BLOCKS_PER_SM * WARPS_PER_BLOCK;
+  rt->nworkers = rt->max_workers;
+  return 0;
+}
+
+static void cuda_close(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  if (!be) return;
+  if (be->ctx) {
+    mw__cu.cuCtxSetCurrent(be->ctx);
+    mw__cu.cuCtxDestroy(be->ctx); /* frees modules, streams and memory of the context */
+  }
+  free(be);
+  rt->be = NULL;
+}
+
+static int cuda_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
+  if (cur(rt)) return MW_ECUDA;
+  CU(mw__cu.cuMemHostAlloc(host, n, MW_CU_MEMHOSTALLOC_PORTABLE | MW_CU_MEMHOSTALLOC_DEVICEMAP),
+     "cuMemHostAlloc");
+  mw_CUdeviceptr d = 0;
+  CU(mw__cu.cuMemHostGetDevicePointer(&d, *host, 0), "cuMemHostGetDevicePointer");
+  *dev = d;
+  return 0;
+}
+
+/* Pinned memory is freed only after the executor stopped (cuMemFreeHost waits for it). */
+static void cuda_free_pinned(mw_runtime *rt, void *host) {
+  cuda_be *be = rt->be;
+  if (be->faulted) return; /* the context goes with everything in it */
+  mw__cu.cuCtxSetCurrent(be->ctx);
+  mw__cu.cuMemFreeHost(host);
+}
+
+/* Stream-ordered allocation on the aux stream: returns while the executor runs. */
+static int cuda_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
+  cuda_be *be = rt->be;
+  if (cur(rt)) return MW_ECUDA;
+  mw_CUdeviceptr d = 0;
+  CU(mw__cu.cuMemAllocAsync(&d, n, be->aux), "cuMemAllocAsync");
+  CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
+  *dev = d;
+  return 0;
+}
+
+static void cuda_free(mw_runtime *rt, uint64_t dev) {
+  cuda_be *be = rt->be;
+  if (be->faulted) return;
+  mw__cu.cuCtxSetCurrent(be->ctx);
+  mw__cu.cuMemFreeAsync(dev, be->aux);
+}
+
+static int cuda_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
+  cuda_be *be = rt->be;
+  if (cur(rt)) return MW_ECUDA;
+  CU(mw__cu.cuMemcpyHtoDAsync(dst, src, n, be->aux), "cuMemcpyHtoDAsync");
+  CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
+  return 0;
+}
+
+static int cuda_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
+  cuda_be *be = rt->be;
+  if (cur(rt)) return MW_ECUDA;
+  CU(mw__cu.cuMemcpyDtoHAsync(dst, src, n, be->aux), "cuMemcpyDtoHAsync");
+  CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
+  return 0;
+}
+
+static int cuda_build(mw_runtime *rt, const char *source) {
+  cuda_be *be = rt->be;
+  int rc = cur(rt);
+  if (rc) return rc;
+  int nmaj = 0, nmin = 0;
+  mw__nvrtc_version(&nmaj, &nmin);
+  char arch[32], ver[32];
+  snprintf(arch, sizeof arch, "sm_%d", be->sm);
+  snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
+  const char *opts[] = {"-DMW_CUDA=1"};
+  const void *parts[] = {"cuda-1", source, arch, ver, opts[0]};
+  char key[65];
+  mw__cache_key(parts, NULL, 5, key);
+  void *image = NULL;
+  size_t size = 0;
+  if (mw__cache_get(key, "cubin", &image, &size) != 0) {
+    int is_cubin = 0;
+    char *log = NULL;
+    rc = mw__nvrtc_compile(source, "moonwarp.cu", be->sm, opts, 1, &image, &size, &is_cubin, &log);
+    if (rc) {
+      mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
+      free(log);
+      return rc;
+    }
+    free(log);
+    mw__cache_put(key, "cubin", image, size);
+  }
+  mw_CUmodule mod = NULL;
+  mw_CUresult r = mw__cu.cuModuleLoadData(&mod, image);
+  free(image);
+  if (r != MW_CUDA_SUCCESS) return mw__cuda_error(r, "cuModuleLoadData", rt->err, sizeof rt->err);
+  mw_CUfunction fn = NULL;
+  r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
+  int blocks = 0;
+  if (r == MW_CUDA_SUCCESS)
+    r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, 0);
+  if (r != MW_CUDA_SUCCESS) {
+    mw__cu.cuModuleUnload(mod);
+    return mw__cuda_error(r, "loading the executor", rt->err, sizeof rt->err);
+  }
+  if (blocks < 1) {
+    mw__cu.cuModuleUnload(mod);
+    mw__rt_error(rt, "the executor cannot be resident on this device (too many registers?)");
+    return MW_ECUDA;
+  }
+  if (blocks > MAX_BLOCKS_PER_SM) blocks = MAX_BLOCKS_PER_SM;
+  if (be->next_mod) mw__cu.cuModuleUnload(be->next_mod);
+  be->next_mod = mod;
+  be->next_fn = fn;
+  be->next_fit = blocks * be->nsm * WARPS_PER_BLOCK;
+  return 0;
+}
+
+static int cuda_launch(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  int rc = cur(rt);
+  if (rc) return rc;
+  if (be->next_mod) {
+    if (be->mod) mw__cu.cuModuleUnload(be->mod);
+    be->mod = be->next_mod;
+    be->fn = be->next_fn;
+    be->next_mod = NULL;
+    /* every worker must be resident at once: never more than the occupancy allows */
+    uint32_t want = rt->desc.workers ? rt->desc.workers : rt->max_workers;
+    if (want > (uint32_t)be->next_fit) want = (uint32_t)be->next_fit;
+    if (want > rt->max_workers) want = rt->max_workers;
+    if (want != rt->nworkers) {
+      rt->nworkers = want;
+      rt->state.nworkers = want;
+      if ((rc = cuda_h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &want, 4))) return rc;
+    }
+  }
+  if (!be->fn) return MW_EINVAL;
+  unsigned grid = (rt->nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
+  uint64_t st = rt->state_dev;
+  void *params[] = {&st};
+  CU(mw__cu.cuLaunchKernel(be->fn, grid, 1, 1, BLOCK_THREADS, 1, 1, 0, be->exec, params, NULL),
+     "cuLaunchKernel");
+  return 0;
+}
+
+static int cuda_query(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  if (be->faulted) return MW_EFAULT;
+  mw__cu.cuCtxSetCurrent(be->ctx);
+  mw_CUresult r = mw__cu.cuStreamQuery(be->exec);
+  if (r == MW_CUDA_SUCCESS) return 0;
+  if (r == MW_CUDA_ERROR_NOT_READY) return 1;
+  be->faulted = 1;
+  mw__cuda_error(r, "the executor", rt->err, sizeof rt->err);
+  return MW_EFAULT;
+}
+
+static int cuda_quiesce(mw_runtime *rt, double deadline) {
+  double end = mw__now() + deadline;
+  for (;;) {
+    int q = cuda_query(rt);
+    if (q <= 0) return 0;
+    if (mw__now() > end) return MW_ETIMEDOUT;
+    mw__sleep_ns(20000);
+  }
+}
+
+/* A kernel that never returns cannot be preempted: destroying the context is the only way
+ * out, and it takes the whole state with it. */
+static void cuda_abandon(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  be->faulted = 1;
+}
+
+const mw__backend_ops mw__backend_cuda = {
+    "cuda",      cuda_open, cuda_close, cuda_alloc_pinned, cuda_free_pinned, cuda_alloc,
+    cuda_free,   cuda_h2d,  cuda_d2h,   cuda_build,        cuda_launch,      cuda_query,
+    cuda_quiesce, cuda_abandon,
+};

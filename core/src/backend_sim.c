@@ -1,0 +1,315 @@
+/* backend_sim.c - the sim backend: the generated program built by the host C++ compiler into a
+ * shared object, its executor run by host threads (one per warp; 32 fibers each, see sim_shim.h). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "internal.h"
+#include "util.h"
+
+#ifndef MW_SIM_CXX
+#define MW_SIM_CXX "c++"
+#endif
+#define SIM_FLAGS "-std=c++17 -O2 -g -fPIC -shared -pthread -w -fno-strict-aliasing"
+#define SIM_LIBS "-lboost_context"
+#define SIM_DEFAULT_WORKERS 4u
+#define SIM_MAX_WORKERS 64u
+
+typedef int (*run_warp_fn)(void (*)(void *), void *, unsigned, unsigned, char *, unsigned);
+
+typedef struct sim_image {
+  void *so;
+  void (*kernel)(void *);
+  run_warp_fn run_warp;
+} sim_image;
+
+typedef struct sim_thread {
+  pthread_t tid;
+  struct sim_be *be;
+  unsigned warp;
+} sim_thread;
+
+typedef struct sim_be {
+  mw_runtime *rt;
+  sim_image cur, next;
+  void **old_so;
+  int nold;
+  sim_thread *threads;
+  unsigned nthreads;
+  atomic_int live;
+  atomic_int fault;
+  pthread_mutex_t lock;
+  char fault_msg[512];
+} sim_be;
+
+static const char *sim_cxx(void) {
+  const char *c = getenv("MOONWARP_CXX");
+  return c && *c ? c : MW_SIM_CXX;
+}
+
+static int sim_open(mw_runtime *rt, const mw_runtime_desc *d) {
+  sim_be *be = calloc(1, sizeof *be);
+  if (!be) return MW_ENOMEM;
+  be->rt = rt;
+  pthread_mutex_init(&be->lock, NULL);
+  rt->be = be;
+  rt->max_workers = d->workers ? (d->workers < SIM_MAX_WORKERS ? d->workers : SIM_MAX_WORKERS)
+                               : SIM_DEFAULT_WORKERS;
+  rt->nworkers = rt->max_workers;
+  return 0;
+}
+
+static void join_threads(sim_be *be) {
+  for (unsigned i = 0; i < be->nthreads; ++i) pthread_join(be->threads[i].tid, NULL);
+  free(be->threads);
+  be->threads = NULL;
+  be->nthreads = 0;
+}
+
+static void sim_close(mw_runtime *rt) {
+  sim_be *be = rt->be;
+  if (!be) return;
+  if (be->nthreads) join_threads(be);
+  {
+    if (be->cur.so) dlclose(be->cur.so);
+    if (be->next.so) dlclose(be->next.so);
+    for (int i = 0; i < be->nold; ++i) dlclose(be->old_so[i]);
+  }
+  free(be->old_so);
+  free(be);
+  rt->be = NULL;
+}
+
+static int sim_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
+  (void)rt;
+  void *p = NULL;
+  if (posix_memalign(&p, 256, n ? n : 1)) {
+    mw__rt_error(rt, "out of host memory allocating %zu bytes", n);
+    return MW_ENOMEM;
+  }
+  memset(p, 0, n);
+  *dev = (uint64_t)(uintptr_t)p;
+  return 0;
+}
+static void sim_free(mw_runtime *rt, uint64_t dev) {
+  (void)rt;
+  free((void *)(uintptr_t)dev);
+}
+static int sim_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
+  int rc = sim_alloc(rt, n, dev);
+  *host = rc ? NULL : (void *)(uintptr_t)*dev;
+  return rc;
+}
+static void sim_free_pinned(mw_runtime *rt, void *host) { sim_free(rt, (uint64_t)(uintptr_t)host); }
+static int sim_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
+  (void)rt;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return 0;
+}
+static int sim_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
+  (void)rt;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return 0;
+}
+
+/* Runs the compiler; its output goes to log_path. Returns the exit status. */
+static int run_compiler(const char *cpp, const char *so, const char *log_path) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    FILE *f = freopen(log_path, "w", stderr);
+    if (f) dup2(fileno(stderr), 1);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec %s %s -o '%s' '%s' %s", sim_cxx(), SIM_FLAGS, so, cpp,
+             SIM_LIBS);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
+  void *so = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+  if (!so) {
+    mw__rt_error(rt, "loading the sim program: %s", dlerror());
+    return MW_ECOMPILE;
+  }
+  img->so = so;
+  img->kernel = (void (*)(void *))dlsym(so, "mw_sim_kernel");
+  img->run_warp = (run_warp_fn)dlsym(so, "mw_sim_run_warp");
+  unsigned *proto = dlsym(so, "mw_sim_protocol");
+  if (!img->kernel || !img->run_warp || !proto || *proto != MW_PROTOCOL_VERSION) {
+    mw__rt_error(rt, "the sim program lacks its entry points (stale cache entry?)");
+    dlclose(so);
+    img->so = NULL;
+    return MW_ECOMPILE;
+  }
+  return 0;
+}
+
+static int sim_build(mw_runtime *rt, const char *source) {
+  sim_be *be = rt->be;
+  const char *cxx = sim_cxx();
+  const void *parts[] = {"sim-1", source, cxx, SIM_FLAGS};
+  char key[65];
+  mw__cache_key(parts, NULL, 4, key);
+  char dir[] = "/tmp/moonwarp-sim-XXXXXX";
+  if (!mkdtemp(dir)) {
+    mw__rt_error(rt, "cannot create a temporary directory for the sim build");
+    return MW_EIO;
+  }
+  char cpp[256], so[256], logp[256];
+  snprintf(cpp, sizeof cpp, "%s/program.cpp", dir);
+  snprintf(so, sizeof so, "%s/program.so", dir);
+  snprintf(logp, sizeof logp, "%s/log.txt", dir);
+  int rc = 0;
+  void *data = NULL;
+  size_t size = 0;
+  if (mw__cache_get(key, "so", &data, &size) == 0) {
+    rc = mw__write_file_atomic(so, data, size) ? MW_EIO : 0;
+    free(data);
+  } else {
+    if (mw__write_file_atomic(cpp, source, strlen(source))) {
+      rc = MW_EIO;
+      mw__rt_error(rt, "cannot write %s", cpp);
+    } else {
+      int st = run_compiler(cpp, so, logp);
+      if (st != 0) {
+        char *log = NULL;
+        mw__read_file(logp, &log, NULL);
+        mw__rt_error(rt, "%s%s", log && *log ? log : "the C++ compiler failed: ",
+                     log && *log ? "" : cxx);
+        free(log);
+        rc = st == 127 ? MW_ENODEV : MW_ECOMPILE;
+      } else if (mw__read_file(so, (char **)&data, &size) == 0) {
+        mw__cache_put(key, "so", data, size);
+        free(data);
+      }
+    }
+  }
+  if (!rc) {
+    sim_image img = {0};
+    rc = load_image(rt, so, &img);
+    if (!rc) {
+      if (be->next.so) dlclose(be->next.so);
+      be->next = img;
+    }
+  }
+  unlink(cpp);
+  unlink(so);
+  unlink(logp);
+  rmdir(dir);
+  return rc;
+}
+
+static void *warp_main(void *arg) {
+  sim_thread *t = arg;
+  sim_be *be = t->be;
+  char err[512] = "";
+  int rc = be->cur.run_warp(be->cur.kernel, (void *)(uintptr_t)be->rt->state_dev, t->warp,
+                            be->nthreads, err, sizeof err);
+  if (rc) {
+    pthread_mutex_lock(&be->lock);
+    if (!atomic_load(&be->fault)) {
+      snprintf(be->fault_msg, sizeof be->fault_msg, "%s", err[0] ? err : "sim warp failed");
+      atomic_store(&be->fault, 1);
+    }
+    pthread_mutex_unlock(&be->lock);
+    /* the other warps cannot finish tasks that waited on this one: stop them all */
+    atomic_store_explicit((_Atomic uint32_t *)&be->rt->ctl->stop, 1u, memory_order_release);
+  }
+  atomic_fetch_sub(&be->live, 1);
+  return NULL;
+}
+
+static int sim_launch(mw_runtime *rt) {
+  sim_be *be = rt->be;
+  if (be->nthreads) join_threads(be);
+  if (be->next.so) {
+    if (be->cur.so) {
+      void **o = realloc(be->old_so, sizeof *o * (size_t)(be->nold + 1));
+      if (!o) return MW_ENOMEM;
+      be->old_so = o;
+      be->old_so[be->nold++] = be->cur.so;
+    }
+    be->cur = be->next;
+    memset(&be->next, 0, sizeof be->next);
+  }
+  if (!be->cur.so) return MW_EINVAL;
+  be->threads = calloc(rt->nworkers, sizeof *be->threads);
+  if (!be->threads) return MW_ENOMEM;
+  atomic_store(&be->live, (int)rt->nworkers);
+  be->nthreads = rt->nworkers;
+  for (unsigned i = 0; i < rt->nworkers; ++i) {
+    be->threads[i].be = be;
+    be->threads[i].warp = i;
+    if (pthread_create(&be->threads[i].tid, NULL, warp_main, &be->threads[i])) {
+      /* stop those already started */
+      atomic_store_explicit((_Atomic uint32_t *)&rt->ctl->stop, 1u, memory_order_release);
+      atomic_fetch_sub(&be->live, (int)(rt->nworkers - i));
+      be->nthreads = i;
+      join_threads(be);
+      mw__rt_error(rt, "cannot start sim worker threads");
+      return MW_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+static int sim_query(mw_runtime *rt) {
+  sim_be *be = rt->be;
+  if (atomic_load(&be->fault)) {
+    mw__rt_error(rt, "%s", be->fault_msg);
+    return MW_EFAULT;
+  }
+  if (atomic_load(&be->live) > 0) return 1;
+  if (be->nthreads) join_threads(be);
+  return 0;
+}
+
+static int sim_quiesce(mw_runtime *rt, double deadline) {
+  sim_be *be = rt->be;
+  double end = mw__now() + deadline;
+  while (atomic_load(&be->live) > 0) {
+    if (mw__now() > end) return MW_ETIMEDOUT;
+    mw__sleep_ns(100000);
+  }
+  if (be->nthreads) join_threads(be);
+  return 0;
+}
+
+static void sim_abandon(mw_runtime *rt) {
+  sim_be *be = rt->be;
+  /* threads that never return keep using the runtime's memory: leave it all to them */
+  for (unsigned i = 0; i < be->nthreads; ++i) pthread_detach(be->threads[i].tid);
+  be->threads = NULL;
+  be->nthreads = 0;
+  rt->be = NULL;
+}
+
+const mw__backend_ops mw__backend_sim = {
+    "sim",        sim_open,  sim_close, sim_alloc_pinned, sim_free_pinned, sim_alloc,
+    sim_free,     sim_h2d,   sim_d2h,   sim_build,        sim_launch,      sim_query,
+    sim_quiesce, sim_abandon,
+};
+
+/* ---- shared by the backends: dumping the generated source for users to read -------------- */
+void mw__dump_source(const char *source, const char *ext) {
+  const char *dir = mw__cache_dump_dir();
+  if (!dir) return;
+  const void *parts[] = {source};
+  char key[65], path[4096];
+  mw__cache_key(parts, NULL, 1, key);
+  snprintf(path, sizeof path, "%s/moonwarp-%.16s.%s", dir, key, ext);
+  mw__write_file_atomic(path, source, strlen(source));
+}

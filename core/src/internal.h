@@ -1,0 +1,108 @@
+/* internal.h - the runtime object and the interface every backend (cuda, sim) implements. */
+#ifndef MW_INTERNAL_H
+#define MW_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moonwarp.h"
+#include "program.h"
+#include "protocol_host.h"
+
+typedef struct mw__backend mw__backend;
+
+/* One per backend. Every function is called by the runtime's host thread. Device addresses
+ * are uint64_t (on sim they are host addresses). */
+typedef struct mw__backend_ops {
+  const char *name;
+  /* Opens the device (context, streams); sets rt->max_workers and default worker count. */
+  int (*open)(mw_runtime *rt, const mw_runtime_desc *d);
+  /* Frees everything the backend holds. The executor has stopped (or is abandoned). */
+  void (*close)(mw_runtime *rt);
+  int (*alloc_pinned)(mw_runtime *rt, size_t n, void **host, uint64_t *dev);
+  void (*free_pinned)(mw_runtime *rt, void *host);
+  int (*alloc)(mw_runtime *rt, size_t n, uint64_t *dev);
+  void (*free)(mw_runtime *rt, uint64_t dev);
+  int (*h2d)(mw_runtime *rt, uint64_t dst, const void *src, size_t n);
+  int (*d2h)(mw_runtime *rt, void *dst, uint64_t src, size_t n);
+  /* Compiles the generated source and loads it as the next executor image. On MW_ECOMPILE
+   * the log is in rt->err. Does not disturb a running executor. */
+  int (*build)(mw_runtime *rt, const char *source);
+  /* Launches the executor of the last build on rt->state_dev with rt->nworkers workers. */
+  int (*launch)(mw_runtime *rt);
+  /* 1 while the executor runs, 0 once it has exited, or a negative MW_E* after a fault (with
+   * the message in rt->err). Never blocks. */
+  int (*query)(mw_runtime *rt);
+  /* Waits up to deadline seconds until no executor code runs any more (the stop flag is set
+   * already). 0 once it has exited (normally or by a fault), MW_ETIMEDOUT if it still runs. */
+  int (*quiesce)(mw_runtime *rt, double deadline);
+  /* Gives up on an executor that does not stop (hung task): frees what can be freed. */
+  void (*abandon)(mw_runtime *rt);
+} mw__backend_ops;
+
+extern const mw__backend_ops mw__backend_sim;
+extern const mw__backend_ops mw__backend_cuda;
+
+typedef struct mw__hslot {
+  uint32_t gen;
+  uint8_t state; /* MW_ST_* */
+  uint8_t held;  /* the host still holds a handle */
+  uint8_t bulk;
+  uint8_t live; /* spawned and not yet returned to the free list */
+  uint32_t kind;
+  mw_result res;
+} mw__hslot;
+
+struct mw_program {
+  mw_runtime *rt;
+  mw__parsed parsed;
+  int index; /* position in rt->progs: namespace mw_p<index> */
+};
+
+struct mw_buffer {
+  mw_runtime *rt;
+  uint64_t dev;
+  size_t size;
+  mw_buffer *next, *prev;
+};
+
+struct mw_runtime {
+  const mw__backend_ops *ops;
+  void *be; /* backend state */
+  mw_runtime_desc desc;
+  uint32_t nframes, nslots, host_slots, frame_bytes;
+  uint32_t max_workers, nworkers;
+  /* pinned */
+  mw_control *ctl;
+  uint64_t ctl_dev;
+  mw_inbox_cell *inbox;
+  uint64_t inbox_dev, inbox_tail;
+  uint32_t inbox_cap;
+  mw_comp_cell *comp;
+  uint64_t comp_dev, comp_head;
+  uint32_t comp_cap;
+  /* device */
+  uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
+  uint64_t frame_next_dev, slot_next_dev, gq_dev, gq_seq_dev;
+  mw_state state; /* what was copied to state_dev */
+  /* host futures */
+  mw__hslot *hs;
+  uint32_t *hfree, nhfree;
+  uint64_t host_spawned, host_completed, in_flight;
+  /* programs and buffers */
+  mw_program **progs;
+  int nprogs;
+  uint32_t nkinds;
+  mw_buffer *buffers;
+  int built, running, faulted;
+  double t_start;
+  char err[8192];
+};
+
+void mw__rt_error(mw_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* compile cache and dump helpers used by the backends */
+void mw__dump_source(const char *source, const char *ext);
+
+#endif

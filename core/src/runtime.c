@@ -1,0 +1,804 @@
+/* runtime.c - the host side of a runtime: lifecycle, device state, programs, spawning through the
+ * inbox ring, completions, host futures, buffers and statistics. Backend-neutral. */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "util.h"
+
+#define DEFAULT_CAPACITY_CUDA (1u << 20)
+#define DEFAULT_CAPACITY_SIM (1u << 16)
+#define DEFAULT_HOST_FUTURES (1u << 16)
+#define DEFAULT_FRAME_BYTES 256u
+#define INBOX_CAP 4096u
+#define MAX_CAPACITY (1u << 26)
+
+void mw__rt_error(mw_runtime *rt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->err, sizeof rt->err, fmt, ap);
+  va_end(ap);
+  mw__set_error_str(rt->err);
+}
+
+static uint32_t pow2_at_least(uint64_t n) {
+  uint64_t p = 1;
+  while (p < n) p <<= 1;
+  return (uint32_t)p;
+}
+
+static const mw__backend_ops *pick_backend(const char *name, char *why, size_t whylen) {
+  if (!name || !*name) name = getenv("MOONWARP_BACKEND");
+  if (!name || !*name || !strcmp(name, "auto")) {
+    /* auto: cuda where a device answers, else sim */
+    extern int mw__cuda_probe(char *err, size_t n);
+    if (mw__cuda_probe(why, whylen) == 0) return &mw__backend_cuda;
+    return &mw__backend_sim;
+  }
+  if (!strcmp(name, "cuda")) return &mw__backend_cuda;
+  if (!strcmp(name, "sim")) return &mw__backend_sim;
+  snprintf(why, whylen, "unknown backend '%s' (expected auto, cuda or sim)", name);
+  return NULL;
+}
+
+/* ---- device state ------------------------------------------------------------------------- */
+
+static int alloc_state(mw_runtime *rt) {
+  const mw__backend_ops *o = rt->ops;
+  int rc;
+  size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
+  uint32_t gq_cap = pow2_at_least((uint64_t)nf + 2 * mw + 16);
+  /* pinned rings and control block */
+  if ((rc = o->alloc_pinned(rt, sizeof(mw_control), (void **)&rt->ctl, &rt->ctl_dev))) return rc;
+  memset((void *)rt->ctl, 0, sizeof(mw_control));
+  rt->inbox_cap = INBOX_CAP;
+  if ((rc = o->alloc_pinned(rt, sizeof(mw_inbox_cell) * rt->inbox_cap, (void **)&rt->inbox,
+                            &rt->inbox_dev)))
+    return rc;
+  memset(rt->inbox, 0, sizeof(mw_inbox_cell) * rt->inbox_cap);
+  for (uint32_t i = 0; i < rt->inbox_cap; ++i) rt->inbox[i].seq = i;
+  rt->comp_cap = pow2_at_least(rt->host_slots);
+  if ((rc = o->alloc_pinned(rt, sizeof(mw_comp_cell) * rt->comp_cap, (void **)&rt->comp,
+                            &rt->comp_dev)))
+    return rc;
+  memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
+
+  /* device arrays */
+  struct {
+    uint64_t *dev;
+    size_t bytes;
+  } arrays[] = {
+      {&rt->frames_dev, nf * rt->frame_bytes},
+      {&rt->slots_dev, ns * sizeof(mw_slot)},
+      {&rt->workers_dev, mw * sizeof(mw_worker)},
+      {&rt->stats_dev, mw * MW_MAX_KINDS * sizeof(mw_stat_row)},
+      {&rt->frame_next_dev, nf * sizeof(uint32_t)},
+      {&rt->slot_next_dev, ns * sizeof(uint32_t)},
+      {&rt->gq_dev, (size_t)gq_cap * sizeof(uint32_t)},
+      {&rt->gq_seq_dev, (size_t)gq_cap * sizeof(uint64_t)},
+      {&rt->state_dev, sizeof(mw_state)},
+  };
+  for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i)
+    if ((rc = o->alloc(rt, arrays[i].bytes, arrays[i].dev))) return rc;
+
+  /* initial contents, built on the host in chunks */
+  size_t chunk = 1u << 16;
+  void *tmp = malloc(chunk * sizeof(mw_slot) > gq_cap * 8ull ? chunk * sizeof(mw_slot) : chunk * sizeof(mw_slot));
+  if (!tmp) return MW_ENOMEM;
+  /* slots: generation 0, closed, so a handle of generation 1 reads as "not started" */
+  for (size_t b = 0; b < ns && !rc; b += chunk) {
+    size_t n = ns - b < chunk ? ns - b : chunk;
+    mw_slot *s = tmp;
+    memset(s, 0, n * sizeof *s);
+    for (size_t i = 0; i < n; ++i) s[i].ctl = MW_CTL_CLOSED;
+    rc = o->h2d(rt, rt->slots_dev + b * sizeof(mw_slot), s, n * sizeof *s);
+  }
+  /* free lists: frames 0..nf-1; device slots host_slots..ns-1; links hold index + 1 */
+  for (size_t b = 0; b < nf && !rc; b += chunk) {
+    size_t n = nf - b < chunk ? nf - b : chunk;
+    uint32_t *l = tmp;
+    for (size_t i = 0; i < n; ++i) l[i] = (b + i + 1 < nf) ? (uint32_t)(b + i + 2) : 0;
+    rc = o->h2d(rt, rt->frame_next_dev + b * 4, l, n * 4);
+  }
+  for (size_t b = 0; b < ns && !rc; b += chunk) {
+    size_t n = ns - b < chunk ? ns - b : chunk;
+    uint32_t *l = tmp;
+    for (size_t i = 0; i < n; ++i) l[i] = (b + i + 1 < ns) ? (uint32_t)(b + i + 2) : 0;
+    rc = o->h2d(rt, rt->slot_next_dev + b * 4, l, n * 4);
+  }
+  for (size_t b = 0; b < gq_cap && !rc; b += chunk) {
+    size_t n = gq_cap - b < chunk ? gq_cap - b : chunk;
+    uint64_t *q = tmp;
+    for (size_t i = 0; i < n; ++i) q[i] = b + i;
+    rc = o->h2d(rt, rt->gq_seq_dev + b * 8, q, n * 8);
+  }
+  free(tmp);
+  if (rc) return rc;
+  mw_worker *ws = calloc(mw, sizeof *ws);
+  void *zero = calloc(mw * MW_MAX_KINDS, sizeof(mw_stat_row));
+  if (!ws || !zero) {
+    free(ws);
+    free(zero);
+    return MW_ENOMEM;
+  }
+  for (size_t i = 0; i < mw; ++i) {
+    ws[i].lifo = MW_NONE;
+    ws[i].rng = (uint32_t)(i * 2654435761u + 12345u);
+  }
+  rc = o->h2d(rt, rt->workers_dev, ws, mw * sizeof *ws);
+  if (!rc) rc = o->h2d(rt, rt->stats_dev, zero, mw * MW_MAX_KINDS * sizeof(mw_stat_row));
+  free(ws);
+  free(zero);
+  if (rc) return rc;
+
+  mw_state *st = &rt->state;
+  memset(st, 0, sizeof *st);
+  st->nframes = rt->nframes;
+  st->frame_bytes = rt->frame_bytes;
+  st->nslots = rt->nslots;
+  st->host_slots = rt->host_slots;
+  st->nworkers = rt->nworkers;
+  st->inbox_cap = rt->inbox_cap;
+  st->comp_cap = rt->comp_cap;
+  st->gq_cap = gq_cap;
+  uint64_t cache = rt->nframes / (rt->max_workers * 4u);
+  st->cache_cap = cache > MW_CACHE_CAP ? MW_CACHE_CAP : (uint32_t)cache;
+  st->ctl = (mw_control *)(uintptr_t)rt->ctl_dev;
+  st->inbox = (mw_inbox_cell *)(uintptr_t)rt->inbox_dev;
+  st->comp = (mw_comp_cell *)(uintptr_t)rt->comp_dev;
+  st->frames = (mw_u8 *)(uintptr_t)rt->frames_dev;
+  st->slots = (mw_slot *)(uintptr_t)rt->slots_dev;
+  st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
+  st->stats = (mw_stat_row *)(uintptr_t)rt->stats_dev;
+  st->frame_next = (mw_u32 *)(uintptr_t)rt->frame_next_dev;
+  st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
+  st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
+  st->gq_seq = (mw_u64 *)(uintptr_t)rt->gq_seq_dev;
+  st->frame_head = nf ? 1 : 0;
+  st->slot_head = ns > rt->host_slots ? rt->host_slots + 1 : 0;
+  return o->h2d(rt, rt->state_dev, st, sizeof *st);
+}
+
+static void free_state(mw_runtime *rt) {
+  const mw__backend_ops *o = rt->ops;
+  uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
+                      &rt->frame_next_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
+                      &rt->state_dev};
+  for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
+    if (*devs[i]) o->free(rt, *devs[i]), *devs[i] = 0;
+  if (rt->ctl) o->free_pinned(rt, (void *)rt->ctl), rt->ctl = NULL;
+  if (rt->inbox) o->free_pinned(rt, rt->inbox), rt->inbox = NULL;
+  if (rt->comp) o->free_pinned(rt, rt->comp), rt->comp = NULL;
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+
+MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
+  mw_runtime_desc d = {0};
+  if (desc) d = *desc;
+  *out = NULL;
+  char why[1024] = "";
+  const mw__backend_ops *ops = pick_backend(d.backend, why, sizeof why);
+  if (!ops) {
+    mw__set_error_str(why);
+    return MW_EINVAL;
+  }
+  if (d.capacity > MAX_CAPACITY || d.host_futures > MAX_CAPACITY) {
+    mw__set_error("capacity must be at most %u", MAX_CAPACITY);
+    return MW_EINVAL;
+  }
+  if (d.frame_bytes && (d.frame_bytes < 128 || d.frame_bytes > 65536 || d.frame_bytes % 16)) {
+    mw__set_error("frame_bytes must be a multiple of 16 between 128 and 65536");
+    return MW_EINVAL;
+  }
+  mw_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return MW_ENOMEM;
+  rt->ops = ops;
+  rt->desc = d;
+  int rc = ops->open(rt, &d);
+  if (rc) {
+    mw__set_error_str(rt->err);
+    ops->close(rt);
+    free(rt);
+    return rc;
+  }
+  int sim = ops == &mw__backend_sim;
+  rt->nframes = d.capacity ? d.capacity : (sim ? DEFAULT_CAPACITY_SIM : DEFAULT_CAPACITY_CUDA);
+  rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
+  if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
+  rt->nslots = rt->nframes + rt->host_slots;
+  rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
+  if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
+  if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
+  rt->hs = calloc(rt->host_slots, sizeof *rt->hs);
+  rt->hfree = malloc(rt->host_slots * sizeof *rt->hfree);
+  if (!rt->hs || !rt->hfree) {
+    rc = MW_ENOMEM;
+    goto fail;
+  }
+  for (uint32_t i = 0; i < rt->host_slots; ++i) rt->hfree[i] = rt->host_slots - 1 - i;
+  rt->nhfree = rt->host_slots;
+  if ((rc = alloc_state(rt))) {
+    if (!rt->err[0]) mw__rt_error(rt, "allocating the executor state: %s", mw_strerror(rc));
+    goto fail;
+  }
+  rt->t_start = mw__now();
+  *out = rt;
+  return 0;
+fail:
+  mw__set_error_str(rt->err);
+  free_state(rt);
+  ops->close(rt);
+  free(rt->hs);
+  free(rt->hfree);
+  free(rt);
+  return rc;
+}
+
+MW_API const char *mw_runtime_backend(const mw_runtime *rt) { return rt->ops->name; }
+MW_API const char *mw_runtime_last_error(const mw_runtime *rt) { return rt->err; }
+MW_API int mw_runtime_faulted(const mw_runtime *rt) { return rt->faulted; }
+
+/* Fails every host future still pending with code/message. */
+static void fail_pending(mw_runtime *rt, int status, const char *msg) {
+  for (uint32_t i = 0; i < rt->host_slots; ++i) {
+    mw__hslot *h = &rt->hs[i];
+    if (!h->live || h->state != MW_ST_PENDING) continue;
+    h->state = MW_ST_FAILED;
+    memset(&h->res, 0, sizeof h->res);
+    h->res.status = status;
+    snprintf(h->res.message, sizeof h->res.message, "%s", msg);
+    rt->in_flight--;
+    if (!h->held) {
+      h->live = 0;
+      rt->hfree[rt->nhfree++] = i;
+    }
+  }
+}
+
+static void mark_fault(mw_runtime *rt, int code) {
+  if (rt->faulted) return;
+  rt->faulted = code;
+  rt->running = 0;
+  char msg[160];
+  snprintf(msg, sizeof msg, "device fault: %.140s", rt->err);
+  fail_pending(rt, MW_EFAULT, msg);
+}
+
+/* Asks the executor to stop and waits up to deadline seconds. 0 when it stopped. */
+static int stop_executor(mw_runtime *rt, double deadline) {
+  if (!rt->running && !rt->faulted) return 0;
+  atomic_store_explicit((_Atomic uint32_t *)&rt->ctl->stop, 1u, memory_order_release);
+  int rc = rt->ops->quiesce(rt, deadline);
+  if (rc == MW_ETIMEDOUT) {
+    mw__rt_error(rt, "the executor did not stop within %.1f s (a task that never returns?)",
+                 deadline);
+    return rc;
+  }
+  rt->running = 0;
+  int q = rt->ops->query(rt);
+  if (q < 0) {
+    mark_fault(rt, q);
+    return q;
+  }
+  return 0;
+}
+
+static int start_executor(mw_runtime *rt) {
+  rt->ctl->stop = 0;
+  rt->ctl->exited = 0;
+  rt->state.nworkers = rt->nworkers;
+  int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
+  if (!rc) rc = rt->ops->launch(rt);
+  if (!rc) rt->running = 1;
+  return rc;
+}
+
+MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
+  if (!rt) return MW_EINVAL;
+  if (deadline_s <= 0) deadline_s = 10.0;
+  int rc = stop_executor(rt, deadline_s);
+  if (rc == MW_ETIMEDOUT) rt->ops->abandon(rt);
+  fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
+  while (rt->buffers) mw_buffer_free(rt->buffers);
+  for (int i = 0; i < rt->nprogs; ++i) {
+    mw__parsed_free(&rt->progs[i]->parsed);
+    free(rt->progs[i]);
+  }
+  free(rt->progs);
+  if (rc != MW_ETIMEDOUT) free_state(rt);
+  rt->ops->close(rt);
+  free(rt->hs);
+  free(rt->hfree);
+  free(rt);
+  return rc == MW_ETIMEDOUT ? rc : 0;
+}
+
+/* ---- programs ----------------------------------------------------------------------------- */
+
+MW_API int mw_generate_source(const char *source, const char *filename, const char *backend,
+                              char **out_source, char **out_error) {
+  *out_source = NULL;
+  if (out_error) *out_error = NULL;
+  if (!source) return MW_EINVAL;
+  char err[1024];
+  mw__parsed p;
+  int rc = mw__parse(source, filename, &p, err, sizeof err);
+  if (rc) {
+    if (out_error) *out_error = mw__strdup(err);
+    mw__set_error_str(err);
+    return rc;
+  }
+  for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
+  mw__parsed *list[1] = {&p};
+  mw__gen_opts go = {backend && !strcmp(backend, "sim"), DEFAULT_FRAME_BYTES};
+  *out_source = mw__generate(list, 1, &go);
+  mw__parsed_free(&p);
+  return *out_source ? 0 : MW_ENOMEM;
+}
+
+MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
+                              mw_program **out) {
+  *out = NULL;
+  if (!rt || !source) return MW_EINVAL;
+  if (rt->faulted) {
+    mw__rt_error(rt, "the runtime has faulted: %s", mw_strerror(rt->faulted));
+    return MW_EFAULT;
+  }
+  mw_program *p = calloc(1, sizeof *p);
+  if (!p) return MW_ENOMEM;
+  p->rt = rt;
+  int rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>", &p->parsed,
+                     rt->err, sizeof rt->err);
+  if (rc) {
+    mw__set_error_str(rt->err);
+    free(p);
+    return rc;
+  }
+  if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
+    mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
+    mw__parsed_free(&p->parsed);
+    free(p);
+    return MW_ECAPACITY;
+  }
+  for (int i = 0; i < p->parsed.ntasks; ++i) p->parsed.tasks[i].kind = rt->nkinds + (uint32_t)i;
+  mw_program **progs = realloc(rt->progs, sizeof *progs * (size_t)(rt->nprogs + 1));
+  if (!progs) {
+    mw__parsed_free(&p->parsed);
+    free(p);
+    return MW_ENOMEM;
+  }
+  rt->progs = progs;
+  p->index = rt->nprogs;
+  progs[rt->nprogs] = p;
+
+  mw__parsed *list[MW_MAX_KINDS];
+  for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
+  mw__gen_opts go = {rt->ops == &mw__backend_sim, rt->frame_bytes};
+  char *gen = mw__generate(list, rt->nprogs + 1, &go);
+  rc = gen ? 0 : MW_ENOMEM;
+  if (!rc) {
+    mw__dump_source(gen, rt->ops == &mw__backend_sim ? "cpp" : "cu");
+    rc = rt->ops->build(rt, gen);
+  }
+  free(gen);
+  /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
+  if (!rc && rt->running) rc = stop_executor(rt, 10.0);
+  if (!rc) rc = start_executor(rt);
+  if (rc) {
+    mw__set_error_str(rt->err);
+    mw__parsed_free(&p->parsed);
+    free(p);
+    return rc;
+  }
+  rt->nprogs++;
+  rt->nkinds += (uint32_t)p->parsed.ntasks;
+  rt->state.nkinds = rt->nkinds;
+  *out = p;
+  return 0;
+}
+
+MW_API int mw_program_task_count(const mw_program *p) { return p->parsed.ntasks; }
+
+MW_API int mw_program_task(const mw_program *p, int i, mw_task_info *out) {
+  if (i < 0 || i >= p->parsed.ntasks) return MW_ENOTASK;
+  const mw__task *t = &p->parsed.tasks[i];
+  out->name = t->name;
+  out->kind = t->kind;
+  out->ret = t->ret;
+  out->nparams = t->nparams;
+  out->param_types = t->param_types;
+  out->param_names = t->param_names;
+  out->signature = t->signature;
+  out->file = p->parsed.file;
+  out->line = t->line;
+  return 0;
+}
+
+MW_API int mw_program_find(const mw_program *p, const char *name) {
+  for (int i = 0; i < p->parsed.ntasks; ++i)
+    if (!strcmp(p->parsed.tasks[i].name, name)) return i;
+  return MW_ENOTASK;
+}
+
+/* ---- completions and host futures ----------------------------------------------------------- */
+
+static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
+  mw_result *r = &h->res;
+  memset(r, 0, sizeof *r);
+  r->status = c->status == MW_ST_OK ? MW_OK : c->status == MW_ST_CANCELLED ? MW_ECANCELED
+                                                                           : MW_EFAILED;
+  r->code = c->code;
+  uint32_t kind = c->kind;
+  mw_type ty = MW_T_VOID;
+  for (int i = 0; i < rt->nprogs; ++i)
+    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k)
+      if (rt->progs[i]->parsed.tasks[k].kind == kind) ty = rt->progs[i]->parsed.tasks[k].ret;
+  if (h->bulk) ty = MW_T_VOID;
+  r->type = ty;
+  r->value.u = c->value;
+  switch (c->rtype) { /* normalise to the public union: .i, .u or .d */
+    case MW_RT_I32: r->value.i = (int32_t)(uint32_t)c->value; break;
+    case MW_RT_U32: r->value.u = (uint32_t)c->value; break;
+    case MW_RT_F32: {
+      union { uint32_t u; float f; } x = {(uint32_t)c->value};
+      r->value.d = x.f;
+      break;
+    }
+    default: break;
+  }
+  if (r->status != MW_OK) {
+    char msg[MW_MSG_BYTES + 1];
+    memcpy(msg, (const char *)c->msg, MW_MSG_BYTES);
+    msg[MW_MSG_BYTES] = 0;
+    snprintf(r->message, sizeof r->message, "%s", msg);
+  }
+}
+
+MW_API int mw_runtime_poll(mw_runtime *rt) {
+  int n = 0;
+  if (!rt || !rt->comp) return 0;
+  for (;;) {
+    mw_comp_cell *c = &rt->comp[rt->comp_head & (rt->comp_cap - 1)];
+    uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
+    if (seq != rt->comp_head + 1) break;
+    uint32_t s = MW_FUT_SLOT(c->fut), gen = MW_FUT_GEN(c->fut);
+    if (s < rt->host_slots && rt->hs[s].gen == gen && rt->hs[s].state == MW_ST_PENDING) {
+      mw__hslot *h = &rt->hs[s];
+      set_result(rt, h, c);
+      h->state = c->status ? (uint8_t)c->status : MW_ST_OK;
+      rt->in_flight--;
+      rt->host_completed++;
+      if (!h->held) {
+        h->live = 0;
+        rt->hfree[rt->nhfree++] = s;
+      }
+    }
+    rt->comp_head++;
+    ++n;
+  }
+  return n;
+}
+
+/* Checks the executor's health; marks the runtime faulted when the backend reports a fault. */
+static int check_alive(mw_runtime *rt) {
+  if (rt->faulted) return rt->faulted;
+  if (!rt->running) return 0;
+  int q = rt->ops->query(rt);
+  if (q < 0) {
+    mark_fault(rt, q);
+    return q;
+  }
+  return 0;
+}
+
+static int usable(mw_runtime *rt) {
+  if (rt->faulted) {
+    mw__rt_error(rt, "the runtime has faulted and must be closed (%s)", mw_strerror(rt->faulted));
+    return MW_EFAULT;
+  }
+  if (!rt->running) {
+    mw__rt_error(rt, "no program is loaded: compile one first");
+    return MW_EINVAL;
+  }
+  return 0;
+}
+
+/* Waits a little, politely: spins first (the GPU answers in microseconds), then sleeps so the
+ * sim executor threads get the CPU. */
+static void backoff(mw_runtime *rt, unsigned *spins) {
+  unsigned s = (*spins)++;
+  int sim = rt->ops == &mw__backend_sim;
+  if (!sim && s < 2000) return;
+  if (s < 20) {
+    sched_yield();
+    return;
+  }
+  mw__sleep_ns(sim ? 50000 : 20000);
+}
+
+static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
+  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
+  unsigned spins = 0;
+  for (;;) {
+    if (rt->nhfree) {
+      *slot = rt->hfree[--rt->nhfree];
+      return 0;
+    }
+    mw_runtime_poll(rt);
+    if (rt->nhfree) continue;
+    int rc = check_alive(rt);
+    if (rc) return rc;
+    if (mw__now() >= end) {
+      mw__rt_error(rt, "all %u host futures are in use (raise host_futures, or release futures)",
+                   rt->host_slots);
+      return MW_ECAPACITY;
+    }
+    backoff(rt, &spins);
+  }
+}
+
+static int marshal(mw_runtime *rt, const mw__task *t, const mw_value *args, int nargs,
+                   uint8_t *out) {
+  if (nargs != t->nparams) {
+    mw__rt_error(rt, "task %s takes %d argument%s, got %d", t->name, t->nparams,
+                 t->nparams == 1 ? "" : "s", nargs);
+    return MW_EINVAL;
+  }
+  memset(out, 0, MW_INBOX_ARG_BYTES);
+  for (int i = 0; i < nargs; ++i) {
+    const mw__param *p = &t->params[i];
+    uint8_t *d = out + p->offset;
+    mw_value v = args[i];
+    switch (p->type) {
+      case MW_T_BOOL: *d = v.i != 0; break;
+      case MW_T_I8: case MW_T_U8: *d = (uint8_t)v.i; break;
+      case MW_T_I16: case MW_T_U16: { uint16_t x = (uint16_t)v.i; memcpy(d, &x, 2); break; }
+      case MW_T_I32: case MW_T_U32: { uint32_t x = (uint32_t)v.i; memcpy(d, &x, 4); break; }
+      case MW_T_F32: { float x = (float)v.d; memcpy(d, &x, 4); break; }
+      case MW_T_F64: memcpy(d, &v.d, 8); break;
+      default: memcpy(d, &v.u, 8); break; /* 64-bit integers, pointers, futures */
+    }
+  }
+  return 0;
+}
+
+static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
+                        const mw_value *args, int nargs, double timeout_s, mw_future *out) {
+  *out = 0;
+  if (!rt || !p || !out || (nargs && !args)) return MW_EINVAL;
+  if (p->rt != rt) {
+    mw__rt_error(rt, "the program belongs to another runtime");
+    return MW_EINVAL;
+  }
+  if (task < 0 || task >= p->parsed.ntasks) {
+    mw__rt_error(rt, "no task #%d in the program", task);
+    return MW_ENOTASK;
+  }
+  int rc = usable(rt);
+  if (rc) return rc;
+  const mw__task *t = &p->parsed.tasks[task];
+  uint8_t packed[MW_INBOX_ARG_BYTES];
+  if ((rc = marshal(rt, t, args, nargs, packed))) return rc;
+  uint32_t s;
+  if ((rc = wait_slot(rt, timeout_s, &s))) return rc;
+  mw__hslot *h = &rt->hs[s];
+  /* the inbox cell for our ticket must be free */
+  uint64_t tk = rt->inbox_tail;
+  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
+  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
+  unsigned spins = 0;
+  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
+    mw_runtime_poll(rt);
+    if ((rc = check_alive(rt)) || mw__now() >= end) {
+      if (!rc) {
+        mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
+                         "exhausted?)");
+        rc = MW_ECAPACITY;
+      }
+      rt->hfree[rt->nhfree++] = s;
+      return rc;
+    }
+    backoff(rt, &spins);
+  }
+  h->gen++;
+  if (h->gen == 0) h->gen = 1;
+  h->state = MW_ST_PENDING;
+  h->held = 1;
+  h->live = 1;
+  h->bulk = (flags & MW_IN_BULK) != 0;
+  h->kind = t->kind;
+  memset(&h->res, 0, sizeof h->res);
+  mw_future f = MW_FUT_MAKE(s, h->gen);
+  cell->fut = f;
+  cell->kind = t->kind;
+  cell->bytes = t->args_size;
+  cell->flags = flags;
+  cell->bulk_n = n;
+  memcpy(cell->args, packed, MW_INBOX_ARG_BYTES);
+  /* the cell before its seq (pairs with the device's sys-acquire of seq) */
+  atomic_store_explicit((_Atomic uint64_t *)&cell->seq, tk + 1, memory_order_release);
+  rt->inbox_tail = tk + 1;
+  rt->host_spawned++;
+  rt->in_flight++;
+  *out = f;
+  return 0;
+}
+
+MW_API int mw_spawn(mw_runtime *rt, const mw_program *p, int task, const mw_value *args,
+                    int nargs, double timeout_s, mw_future *out) {
+  return spawn_common(rt, p, task, 0, 0, args, nargs, timeout_s, out);
+}
+
+MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
+                         const mw_value *args, int nargs, double timeout_s, mw_future *out) {
+  return spawn_common(rt, p, task, MW_IN_BULK, n, args, nargs, timeout_s, out);
+}
+
+static mw__hslot *lookup(mw_runtime *rt, mw_future f) {
+  uint32_t s = MW_FUT_SLOT(f);
+  if (!f || s >= rt->host_slots || rt->hs[s].gen != MW_FUT_GEN(f) || !rt->hs[s].held) {
+    mw__rt_error(rt, "stale or foreign future");
+    return NULL;
+  }
+  return &rt->hs[s];
+}
+
+MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
+  mw__hslot *h = lookup(rt, f);
+  if (!h) return MW_ESTALE;
+  if (h->state == MW_ST_PENDING) {
+    mw_runtime_poll(rt);
+    if (h->state == MW_ST_PENDING) {
+      check_alive(rt);
+      if (h->state == MW_ST_PENDING) return MW_EAGAIN;
+    }
+  }
+  if (out) *out = h->res;
+  return 0;
+}
+
+MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out) {
+  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
+  unsigned spins = 0;
+  for (;;) {
+    int rc = mw_future_poll(rt, f, out);
+    if (rc != MW_EAGAIN) return rc;
+    if (mw__now() >= end) {
+      mw__rt_error(rt, "timed out after %.3f s", timeout_s);
+      return MW_ETIMEDOUT;
+    }
+    backoff(rt, &spins);
+  }
+}
+
+MW_API int mw_future_release(mw_runtime *rt, mw_future f) {
+  mw__hslot *h = lookup(rt, f);
+  if (!h) return MW_ESTALE;
+  h->held = 0;
+  if (h->state != MW_ST_PENDING) {
+    h->live = 0;
+    rt->hfree[rt->nhfree++] = MW_FUT_SLOT(f);
+  }
+  return 0;
+}
+
+/* ---- buffers ------------------------------------------------------------------------------- */
+
+MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
+  *out = NULL;
+  if (!rt || bytes == 0) return MW_EINVAL;
+  if (rt->faulted) return MW_EFAULT;
+  mw_buffer *b = calloc(1, sizeof *b);
+  if (!b) return MW_ENOMEM;
+  int rc = rt->ops->alloc(rt, bytes, &b->dev);
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  b->rt = rt;
+  b->size = bytes;
+  b->next = rt->buffers;
+  if (rt->buffers) rt->buffers->prev = b;
+  rt->buffers = b;
+  *out = b;
+  return 0;
+}
+
+static int buffer_range(mw_buffer *b, size_t off, size_t n) {
+  if (off > b->size || n > b->size - off) {
+    mw__rt_error(b->rt, "buffer range [%zu, %zu) is outside its %zu bytes", off, off + n, b->size);
+    return MW_ERANGE;
+  }
+  if (b->rt->faulted) return MW_EFAULT;
+  return 0;
+}
+
+MW_API int mw_buffer_write(mw_buffer *b, size_t offset, const void *src, size_t bytes) {
+  int rc = buffer_range(b, offset, bytes);
+  return rc ? rc : bytes ? b->rt->ops->h2d(b->rt, b->dev + offset, src, bytes) : 0;
+}
+
+MW_API int mw_buffer_read(mw_buffer *b, size_t offset, void *dst, size_t bytes) {
+  int rc = buffer_range(b, offset, bytes);
+  return rc ? rc : bytes ? b->rt->ops->d2h(b->rt, dst, b->dev + offset, bytes) : 0;
+}
+
+MW_API uint64_t mw_buffer_address(const mw_buffer *b) { return b->dev; }
+MW_API size_t mw_buffer_size(const mw_buffer *b) { return b->size; }
+
+MW_API void mw_buffer_free(mw_buffer *b) {
+  if (!b) return;
+  mw_runtime *rt = b->rt;
+  if (!rt->faulted) rt->ops->free(rt, b->dev);
+  if (b->prev) b->prev->next = b->next;
+  else rt->buffers = b->next;
+  if (b->next) b->next->prev = b->prev;
+  free(b);
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+static int read_rows(mw_runtime *rt, mw_stat_row **rows) {
+  size_t n = (size_t)rt->max_workers * MW_MAX_KINDS;
+  *rows = malloc(n * sizeof **rows);
+  if (!*rows) return MW_ENOMEM;
+  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt, *rows, rt->stats_dev, n * sizeof **rows);
+  if (rc) free(*rows);
+  return rc;
+}
+
+MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
+  memset(out, 0, sizeof *out);
+  mw_runtime_poll(rt);
+  check_alive(rt);
+  out->host_spawned = rt->host_spawned;
+  out->host_completed = rt->host_completed;
+  out->in_flight = rt->in_flight;
+  out->workers = rt->nworkers;
+  out->kinds = rt->nkinds;
+  out->uptime_s = mw__now() - rt->t_start;
+  out->heartbeat = rt->ctl ? rt->ctl->heartbeat : 0;
+  mw_stat_row *rows;
+  int rc = read_rows(rt, &rows);
+  if (rc) return rc;
+  for (size_t i = 0; i < (size_t)rt->max_workers * MW_MAX_KINDS; ++i) {
+    out->spawned += rows[i].spawned;
+    out->completed += rows[i].completed;
+    out->failed += rows[i].failed;
+    out->cancelled += rows[i].cancelled;
+  }
+  free(rows);
+  mw_worker *ws = malloc((size_t)rt->max_workers * sizeof *ws);
+  if (!ws) return MW_ENOMEM;
+  rc = rt->ops->d2h(rt, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
+  if (!rc)
+    for (uint32_t i = 0; i < rt->max_workers; ++i) out->steals += ws[i].steals;
+  free(ws);
+  mw_state st;
+  if (!rc && !rt->ops->d2h(rt, &st, rt->state_dev, sizeof st)) {
+    out->launches = st.launches;
+    out->frames_free = (uint32_t)((st.frame_head & 0xffffffffu) != 0);
+  }
+  return rc;
+}
+
+MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]) {
+  memset(out, 0, 4 * sizeof *out);
+  if (kind >= rt->nkinds) return MW_ENOTASK;
+  mw_stat_row *rows;
+  int rc = read_rows(rt, &rows);
+  if (rc) return rc;
+  for (uint32_t w = 0; w < rt->max_workers; ++w) {
+    mw_stat_row *r = &rows[(size_t)w * MW_MAX_KINDS + kind];
+    out[0] += r->spawned;
+    out[1] += r->completed;
+    out[2] += r->failed;
+    out[3] += r->cancelled;
+  }
+  free(rows);
+  return 0;
+}

@@ -1,0 +1,32 @@
+/* util.h - small internal helpers shared by the core and the compiler front: string builder,
+ * error message storage, clocks. */
+#ifndef MW_UTIL_H
+#define MW_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mw__sb {
+  char *s;
+  size_t n, cap;
+  int oom;
+} mw__sb;
+
+void mw__sb_put(mw__sb *b, const char *s, size_t n);
+void mw__sb_puts(mw__sb *b, const char *s);
+void mw__sb_printf(mw__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *mw__sb_take(mw__sb *b); /* the NUL-terminated string (caller frees), or NULL on OOM */
+void mw__sb_free(mw__sb *b);
+
+/* this thread's detailed message of the last failure (mw_last_error) */
+void mw__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void mw__set_error_str(const char *msg);
+char *mw__strdup(const char *s);
+char *mw__strndup(const char *s, size_t n);
+
+double mw__now(void); /* monotonic seconds */
+void mw__sleep_ns(long ns);
+int mw__read_file(const char *path, char **out, size_t *n);
+
+#endif

@@ -1,0 +1,202 @@
+/* generate.c - turns parsed programs into one device translation unit: state-machine task bodies,
+ * typed spawn functions, the dispatch switch and the executor entry, with #line directives so
+ * compiler messages name the user's file and line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+#include "util.h"
+
+extern const char mw__src_protocol_h[];
+extern const char mw__src_runtime_cuh[];
+extern const char mw__src_sim_shim_h[];
+
+static const char *rtype_name(mw_type t) {
+  switch (t) {
+    case MW_T_VOID: return "MW_RT_VOID";
+    case MW_T_BOOL: return "MW_RT_BOOL";
+    case MW_T_I8: case MW_T_I16: case MW_T_I32: return "MW_RT_I32";
+    case MW_T_U8: case MW_T_U16: case MW_T_U32: return "MW_RT_U32";
+    case MW_T_I64: return "MW_RT_I64";
+    case MW_T_U64: return "MW_RT_U64";
+    case MW_T_F32: return "MW_RT_F32";
+    case MW_T_F64: return "MW_RT_F64";
+    case MW_T_PTR: return "MW_RT_PTR";
+    case MW_T_FUTURE: return "MW_RT_FUTURE";
+    default: return "MW_RT_VOID";
+  }
+}
+
+/* a C string literal of s */
+static void put_quoted(mw__sb *b, const char *s) {
+  mw__sb_puts(b, "\"");
+  for (; *s; ++s) {
+    if (*s == '"' || *s == '\\') mw__sb_put(b, "\\", 1);
+    mw__sb_put(b, s, 1);
+  }
+  mw__sb_puts(b, "\"");
+}
+
+static void put_line(mw__sb *b, int line, const char *file) {
+  mw__sb_printf(b, "\n#line %d ", line);
+  put_quoted(b, file);
+  mw__sb_puts(b, "\n");
+}
+
+/* helper code: the source with task declarations blanked (newlines kept), #includes hoisted */
+static void put_helpers(mw__sb *b, const mw__parsed *p, int includes) {
+  size_t n = strlen(p->src);
+  char *h = mw__strndup(p->src, n);
+  if (!h) {
+    b->oom = 1;
+    return;
+  }
+  for (int i = 0; i < p->ntasks; ++i)
+    for (size_t k = p->tasks[i].decl_start; k <= p->tasks[i].decl_end && k < n; ++k)
+      if (h[k] != '\n') h[k] = ' ';
+  /* split by lines: #include lines go before the namespace, the rest inside */
+  put_line(b, 1, p->file);
+  char *line = h;
+  while (line && *line) {
+    char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+    const char *q = line;
+    while (*q == ' ' || *q == '\t') ++q;
+    int is_inc = !strncmp(q, "#include", 8);
+    if (is_inc == includes) mw__sb_put(b, line, len);
+    else mw__sb_puts(b, nl ? "\n" : "");
+    line = nl ? nl + 1 : NULL;
+  }
+  free(h);
+}
+
+static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+  mw__sb_printf(b, "\n/* task %s (kind %u) */\nstruct mw_args_%s {", t->name, t->kind, t->name);
+  put_line(b, t->line, p->file);
+  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  %s;\n", t->params[k].decl);
+  mw__sb_puts(b, "};\n");
+  for (int k = 0; k < t->nparams; ++k)
+    mw__sb_printf(b,
+                  "MW_CHECK_OFFSET(mw_args_%s, %s, %u);\n", t->name, t->params[k].name,
+                  t->params[k].offset);
+  mw__sb_printf(b,
+                "static_assert(sizeof(mw_args_%s) == %u || %u == 0, \"moonwarp: argument size of "
+                "%s\");\n",
+                t->name, t->args_size, t->args_size, t->name);
+  mw__sb_printf(b, "struct mw_frame_%s : mw_args_%s {\n  typedef %s _mw_ret_t;\n", t->name,
+                t->name, t->ret_txt);
+  for (int k = 0; k < t->nlocals; ++k) {
+    put_line(b, t->locals[k].line, p->file);
+    mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
+  }
+  mw__sb_puts(b, "  __device__ _mw_ret_t body(mw_ctx *_c);\n};\n");
+  mw__sb_printf(b,
+                "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
+                "and locals do not fit in a frame; raise frame_bytes\");\n",
+                t->name, t->name);
+  /* typed spawn functions */
+  for (int bulk = 0; bulk < 2; ++bulk) {
+    mw__sb_printf(b, "__device__ __noinline__ future mw_spawn%s__%s(mw_ctx *c, int line%s",
+                  bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long n" : "");
+    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s p%d", t->params[k].type_txt, k);
+    mw__sb_printf(b, ") {\n  mw_u64 w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
+    if (t->nparams) mw__sb_printf(b, "  mw_args_%s *a = (mw_args_%s *)w;\n", t->name, t->name);
+    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  a->%s = p%d;\n", t->params[k].name, k);
+    mw__sb_printf(b,
+                  "  return mw_spawn_raw(c, %uu, w, (mw_u32)((sizeof(mw_args_%s) + 7) / 8 * 8), "
+                  "(mw_u32)sizeof(mw_frame_%s), %s, %s, line);\n}\n",
+                  t->kind, t->name, t->name, bulk ? "(mw_u32)n" : "0u", bulk ? "true" : "false");
+  }
+}
+
+static void put_task_body(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+  mw__sb_printf(b,
+                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::body(mw_ctx *_c) {\n"
+                "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
+                "  (void)lane;\n  (void)index;\n  switch (_c->hdr->resume) {\n  case 0:;",
+                t->name, t->name);
+  put_line(b, t->body_line, p->file);
+  /* pad to the brace's column so that column numbers match too */
+  size_t col = t->body_start;
+  while (col > 0 && p->src[col - 1] != '\n') --col;
+  for (size_t k = col; k < t->body_start; ++k) mw__sb_puts(b, " ");
+  mw__sb_put(b, p->src + t->body_start, t->body_end - t->body_start + 1);
+  mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n");
+}
+
+char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
+  mw__sb b = {0};
+  mw__sb_puts(&b, "/* generated by moonwarp: the device runtime and the task programs */\n");
+  if (opts->sim) {
+    mw__sb_puts(&b, "#define MW_SIM 1\n");
+    mw__sb_puts(&b, mw__src_sim_shim_h);
+    mw__sb_puts(&b, "\n#include <cstdint>\n#include <cstddef>\n#include <cstring>\n"
+                    "typedef uint8_t mw_u8;\ntypedef uint16_t mw_u16;\ntypedef uint32_t mw_u32;\n"
+                    "typedef int32_t mw_i32;\ntypedef uint64_t mw_u64;\ntypedef int64_t mw_i64;\n");
+  } else {
+    mw__sb_puts(&b,
+                "typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\n"
+                "typedef unsigned int mw_u32;\ntypedef int mw_i32;\n"
+                "typedef unsigned long long mw_u64;\ntypedef long long mw_i64;\n"
+                "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
+                "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
+                "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
+                "typedef long int64_t;\ntypedef unsigned long uint64_t;\n");
+  }
+  mw__sb_printf(&b, "#define MW_FRAME_PAYLOAD %u\n", opts->frame_bytes - 64u);
+  mw__sb_puts(&b, mw__src_protocol_h);
+  mw__sb_puts(&b, "\n");
+  mw__sb_puts(&b, mw__src_runtime_cuh);
+  for (int i = 0; i < nprogs; ++i) {
+    const mw__parsed *p = progs[i];
+    put_helpers(&b, p, 1);
+    mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_p%d {\n", i);
+    put_helpers(&b, p, 0);
+    mw__sb_puts(&b, "\n#line 1 \"<moonwarp>\"\n");
+    for (int k = 0; k < p->ntasks; ++k) put_task_decls(&b, p, &p->tasks[k]);
+    for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, p, &p->tasks[k]);
+    mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_p%d */\n", i);
+  }
+  /* kind tables and dispatch */
+  mw__sb_puts(&b, "__device__ mw_u32 mw_kind_rtype(mw_u32 kind) {\n  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      mw__sb_printf(&b, "  case %uu: return %s;\n", progs[i]->tasks[k].kind,
+                    rtype_name(progs[i]->tasks[k].ret));
+  mw__sb_puts(&b, "  default: return MW_RT_VOID;\n  }\n}\n");
+  mw__sb_puts(&b, "__device__ const char *mw_kind_name(mw_u32 kind) {\n  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      mw__sb_printf(&b, "  case %uu: return \"%s\";\n", progs[i]->tasks[k].kind,
+                    progs[i]->tasks[k].name);
+  mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
+  mw__sb_puts(&b,
+              "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind) {\n"
+              "  mw_u8 *p = (mw_u8 *)c->hdr + MW_FRAME_HDR_BYTES;\n  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k) {
+      const mw__task *t = &progs[i]->tasks[k];
+      if (t->ret == MW_T_VOID)
+        mw__sb_printf(&b, "  case %uu: ((mw_p%d::mw_frame_%s *)p)->body(c); break;\n", t->kind, i,
+                      t->name);
+      else
+        mw__sb_printf(&b,
+                      "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)p)->body(c); "
+                      "mw_store_result(c, r); break; }\n",
+                      t->kind, i, t->name);
+    }
+  mw__sb_puts(&b,
+              "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"
+              "  }\n}\n");
+  mw__sb_printf(&b,
+                "extern \"C\" __global__ void __launch_bounds__(128) mw_executor_kernel(mw_state "
+                "*st) { mw_executor(st); }\n");
+  if (opts->sim)
+    mw__sb_puts(&b,
+                "extern \"C\" __attribute__((visibility(\"default\"))) void mw_sim_kernel(void "
+                "*st) { mw_executor((mw_state *)st); }\n"
+                "extern \"C\" __attribute__((visibility(\"default\"))) unsigned mw_sim_protocol "
+                "= MW_PROTOCOL_VERSION;\n");
+  return mw__sb_take(&b);
+}

@@ -1,0 +1,67 @@
+/* program.h - a parsed program: task declarations with their typed signatures, frame locals and
+ * source positions; the parser and the source generator that turns it into a device module. */
+#ifndef MW_PROGRAM_H
+#define MW_PROGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moonwarp.h"
+
+typedef struct mw__param {
+  char *name;
+  char *decl;     /* the declaration as written, "float *x" */
+  char *type_txt; /* the type part, "float *" */
+  mw_type type;
+  uint32_t offset, size;
+} mw__param;
+
+typedef struct mw__local {
+  char *decl; /* "future a, b" */
+  int line;
+} mw__local;
+
+typedef struct mw__task {
+  char *name;
+  char *ret_txt;
+  mw_type ret;
+  int nparams;
+  mw__param *params;
+  mw_type *param_types;     /* views for mw_task_info */
+  const char **param_names;
+  char *signature;          /* "long fib(int n)" */
+  int line;                 /* line of the 'task' keyword */
+  uint32_t args_size;       /* bytes of the argument struct, as the host lays it out */
+  uint32_t kind;            /* runtime-wide kind id, set when loaded */
+  size_t decl_start, decl_end; /* [task keyword, closing brace] in the source */
+  size_t body_start, body_end; /* [opening brace, closing brace] */
+  int body_line;
+  int nlocals;
+  mw__local *locals;
+} mw__task;
+
+typedef struct mw__parsed {
+  char *file;
+  char *src;  /* the source with every 'local' declaration blanked out */
+  int ntasks;
+  mw__task *tasks;
+} mw__parsed;
+
+/* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a
+ * "file:line: message" in err. */
+int mw__parse(const char *src, const char *file, mw__parsed *out, char *err, size_t errlen);
+void mw__parsed_free(mw__parsed *p);
+
+typedef struct mw__gen_opts {
+  int sim;              /* generate for the sim backend (host C++) */
+  uint32_t frame_bytes; /* frame size, header included */
+} mw__gen_opts;
+
+/* Generates one translation unit from all programs loaded on a runtime: the embedded device
+ * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
+ * Kind ids come from each task's kind field. Returns a malloc'd string or NULL on OOM. */
+char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
+
+mw_type mw__type_from_text(const char *type_txt, uint32_t *size);
+
+#endif
