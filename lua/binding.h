@@ -1,0 +1,114 @@
+/* binding.h - the types and cross-file helpers of the Lua binding (moonwarp.core).
+ *
+ * Ownership. A runtime is one mwl_runtime, allocated apart from any userdata and reference
+ * counted: the runtime userdata holds one reference and every program, task, buffer and future
+ * userdata of that runtime holds one more. mw_runtime_close() frees the core runtime together
+ * with its programs and buffers, so after it `rt` is NULL and every object that points here
+ * treats its own core pointer as dead without touching it. The mwl_runtime itself is freed by
+ * whichever __gc drops the last reference, so the order in which the collector finalizes the
+ * objects of one runtime does not matter.
+ *
+ * Reachability. Every userdata of a runtime has as its environment a table that holds the
+ * runtime userdata (the runtime's anchor, shared by all of them; a program's environment is its
+ * own table holding the anchor plus its cached task objects). So a live future, buffer,
+ * program or task keeps its runtime open; the runtime is closed by rt:close() or by the
+ * collector only once none of them is reachable.
+ *
+ * Errors. Misuse raises (luaL_error, the argument named); runtime failures return
+ * nil, message, code where code is the MW_E* name ("ENODEV").
+ */
+#ifndef MWL_BINDING_H
+#define MWL_BINDING_H
+
+#include <stdint.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "moonwarp.h"
+
+#define MWL_RUNTIME_MT "moonwarp.runtime"
+#define MWL_PROGRAM_MT "moonwarp.program"
+#define MWL_TASK_MT "moonwarp.task"
+#define MWL_BUFFER_MT "moonwarp.buffer"
+#define MWL_FUTURE_MT "moonwarp.future"
+
+#define MWL_CLOSED_MSG "runtime is closed"
+
+/* Host spawns wait this long for inbox or host-future capacity before they fail. */
+#define MWL_SPAWN_TIMEOUT_S 10.0
+
+typedef struct mwl_runtime {
+  mw_runtime *rt;      /* NULL once closed */
+  int refs;            /* userdata pointing here; freed at 0 */
+  char backend[8];     /* "cuda" or "sim", kept for tostring after close */
+  uint64_t next_id;    /* per-runtime future numbers, for tostring */
+  uint64_t held;       /* futures spawned and not yet released */
+  uint64_t held_at_gc; /* `held` after a spawn last forced a collection */
+  mw_program **progs;  /* every program compiled here, for stats; owned by the core */
+  int nprogs, progs_cap;
+} mwl_runtime;
+
+typedef struct mwl_program {
+  mwl_runtime *r;
+  mw_program *p; /* owned by the core runtime; dead once r->rt is NULL */
+} mwl_program;
+
+typedef struct mwl_task {
+  mwl_runtime *r;
+  mw_program *p;
+  int index; /* in the program */
+} mwl_task;
+
+typedef struct mwl_buffer {
+  mwl_runtime *r;
+  mw_buffer *b; /* NULL once closed; dead once r->rt is NULL */
+  size_t count; /* elements */
+  int etype;    /* index into the element-type table of buffer.c */
+} mwl_buffer;
+
+typedef struct mwl_future {
+  mwl_runtime *r;
+  mw_future f; /* 0 once released */
+  uint64_t id;
+  int have;      /* res holds the final result */
+  mw_result res;
+  char name[1]; /* the task's name; the userdata is allocated longer */
+} mwl_future;
+
+/* module.c */
+int mwl_fail(lua_State *L, int err, const char *msg); /* pushes nil, msg, code; returns 3 */
+int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err);
+const char *mwl_to_integer(lua_Number v, int bits, int is_signed, mw_value *out);
+const char *mwl_typename(lua_State *L, int idx);
+
+/* runtime.c */
+void mwl_runtime_init(lua_State *L);
+int mwl_runtime_new(lua_State *L);
+mwl_runtime *mwl_check_runtime(lua_State *L, int idx); /* raises if closed */
+void mwl_runtime_ref(mwl_runtime *r);
+void mwl_runtime_unref(mwl_runtime *r);
+void mwl_runtime_check_open(lua_State *L, const mwl_runtime *r);
+
+/* program.c */
+void mwl_program_init(lua_State *L);
+void mwl_program_push(lua_State *L, int anchor_idx, mwl_runtime *r, mw_program *p);
+mwl_program *mwl_check_program(lua_State *L, int idx);
+mwl_task *mwl_check_task(lua_State *L, int idx);
+
+/* buffer.c */
+void mwl_buffer_init(lua_State *L);
+int mwl_buffer_new(lua_State *L); /* rt:buffer(type, n) */
+int mwl_buffer_belongs(mwl_buffer *b, mwl_runtime *r); /* open and of runtime r */
+mwl_buffer *mwl_check_buffer(lua_State *L, int idx);
+mwl_buffer *mwl_test_buffer(lua_State *L, int idx); /* NULL if not a buffer; no check of state */
+
+/* future.c */
+void mwl_future_init(lua_State *L);
+mwl_future *mwl_future_new(lua_State *L, int anchor_idx, mwl_runtime *r, const char *name);
+mwl_future *mwl_check_future(lua_State *L, int idx);
+mwl_future *mwl_test_future(lua_State *L, int idx);
+int mwl_future_join(lua_State *L);
+int mwl_future_any(lua_State *L);
+
+#endif /* MWL_BINDING_H */

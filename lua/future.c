@@ -1,0 +1,294 @@
+/* future.c - the moonwarp.future type (await, done, state) and mw.join / mw.any.
+ *
+ * A future holds the host's hold on a core future until f:close() or __gc releases it. The
+ * first time a result is seen (await, poll) it is copied into the userdata, so a future can be
+ * awaited again and its state read without asking the core. */
+#define _POSIX_C_SOURCE 200809L
+#include <sched.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "binding.h"
+
+/* Makes an empty future of runtime r (no core future yet: f == 0), anchor at anchor_idx as
+ * its environment, and leaves it on the stack. The caller fills f once the spawn succeeded,
+ * so a failure in between leaks nothing. */
+mwl_future *mwl_future_new(lua_State *L, int anchor_idx, mwl_runtime *r, const char *name) {
+  size_t len = strlen(name);
+  mwl_future *fu = (mwl_future *)lua_newuserdata(L, offsetof(mwl_future, name) + len + 1);
+  memset(fu, 0, offsetof(mwl_future, name));
+  memcpy(fu->name, name, len + 1);
+  luaL_getmetatable(L, MWL_FUTURE_MT);
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, anchor_idx);
+  lua_setfenv(L, -2);
+  fu->r = r;
+  mwl_runtime_ref(r);
+  fu->id = ++r->next_id;
+  return fu;
+}
+
+mwl_future *mwl_test_future(lua_State *L, int idx) {
+  void *p = lua_touserdata(L, idx);
+  int same;
+  if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
+  luaL_getmetatable(L, MWL_FUTURE_MT);
+  same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same ? (mwl_future *)p : NULL;
+}
+
+/* An open future: its runtime open and the host's hold not given up. */
+static void check_open(lua_State *L, mwl_future *fu) {
+  mwl_runtime_check_open(L, fu->r);
+  if (fu->f == 0) luaL_error(L, "future is closed");
+}
+
+mwl_future *mwl_check_future(lua_State *L, int idx) {
+  mwl_future *fu = (mwl_future *)luaL_checkudata(L, idx, MWL_FUTURE_MT);
+  check_open(L, fu);
+  return fu;
+}
+
+/* Records the outcome of mw_future_poll / mw_future_await: rc 0 means res is final (the
+ * task's own status in res.status); a failure code with a matching res.status is taken as
+ * final too. Returns 1 if the future now has its result. */
+static int settle(mwl_future *fu, int rc, const mw_result *res) {
+  if (fu->have) return 1;
+  if (rc == 0 || ((rc == MW_EFAILED || rc == MW_ECANCELED || rc == MW_EFAULT) && res->status == rc)) {
+    fu->res = *res;
+    fu->have = 1;
+  }
+  return fu->have;
+}
+
+/* Polls the core once unless the result is already here. Returns the poll's code (0 settled,
+ * MW_EAGAIN pending, else an error). */
+static int poll_once(mwl_future *fu) {
+  mw_result res;
+  int rc;
+  if (fu->have) return 0;
+  memset(&res, 0, sizeof res);
+  rc = mw_future_poll(fu->r->rt, fu->f, &res);
+  if (settle(fu, rc, &res)) return 0;
+  return rc == 0 ? MW_EAGAIN : rc;
+}
+
+/* Pushes the value of a settled, successful future. */
+static void push_value(lua_State *L, const mw_result *res) {
+  switch (res->type) {
+  case MW_T_VOID: lua_pushnil(L); break;
+  case MW_T_BOOL: lua_pushboolean(L, res->value.u != 0); break;
+  case MW_T_I8:
+  case MW_T_I16:
+  case MW_T_I32:
+  case MW_T_I64: lua_pushnumber(L, (lua_Number)res->value.i); break;
+  case MW_T_U8:
+  case MW_T_U16:
+  case MW_T_U32:
+  case MW_T_U64:
+  case MW_T_PTR:
+  case MW_T_FUTURE: lua_pushnumber(L, (lua_Number)res->value.u); break;
+  case MW_T_F32:
+  case MW_T_F64: lua_pushnumber(L, res->value.d); break;
+  default: lua_pushnil(L); break;
+  }
+}
+
+/* Raises the failure of a settled future as a plain message ("fib: message"), without a
+ * position: it comes from the task, not from the line that awaited. */
+static int raise_failure(lua_State *L, const mwl_future *fu) {
+  if (fu->res.message[0] != '\0')
+    lua_pushlstring(L, fu->res.message, strnlen(fu->res.message, sizeof fu->res.message));
+  else
+    lua_pushfstring(L, "%s: %s", fu->name, mw_strerror(fu->res.status));
+  return lua_error(L);
+}
+
+/* Pushes the value of a settled future, or raises its failure. */
+static void push_result(lua_State *L, const mwl_future *fu) {
+  if (fu->res.status != MW_OK) raise_failure(L, fu);
+  push_value(L, &fu->res);
+}
+
+static const char *state_name(const mwl_future *fu) {
+  if (!fu->have) return "pending";
+  switch (fu->res.status) {
+  case MW_OK: return "ready";
+  case MW_ECANCELED: return "cancelled";
+  default: return "failed";
+  }
+}
+
+/* f:await([timeout_s]): the value; raises the task's failure; nil, "timed out", "ETIMEDOUT". */
+static int f_await(lua_State *L) {
+  mwl_future *fu = mwl_check_future(L, 1);
+  double timeout = -1;
+  mw_result res;
+  int rc;
+  if (!lua_isnoneornil(L, 2)) {
+    timeout = luaL_checknumber(L, 2);
+    if (timeout != timeout) return luaL_argerror(L, 2, "timeout is NaN");
+  }
+  if (!fu->have) {
+    memset(&res, 0, sizeof res);
+    rc = mw_future_await(fu->r->rt, fu->f, timeout, &res);
+    if (rc == MW_ETIMEDOUT) return mwl_fail(L, rc, NULL); /* "timed out", not a stale detail */
+    if (!settle(fu, rc, &res)) return mwl_fail_rt(L, fu->r, rc == 0 ? MW_EAGAIN : rc);
+  }
+  push_result(L, fu);
+  return 1;
+}
+
+/* f:done(): true once the future has completed (in any way); never blocks. */
+static int f_done(lua_State *L) {
+  mwl_future *fu = mwl_check_future(L, 1);
+  int rc = poll_once(fu);
+  if (rc != 0 && rc != MW_EAGAIN) return mwl_fail_rt(L, fu->r, rc);
+  lua_pushboolean(L, rc == 0);
+  return 1;
+}
+
+/* f:state(): "pending", "ready", "failed" or "cancelled"; never blocks. */
+static int f_state(lua_State *L) {
+  mwl_future *fu = mwl_check_future(L, 1);
+  int rc = poll_once(fu);
+  if (rc != 0 && rc != MW_EAGAIN) return mwl_fail_rt(L, fu->r, rc);
+  lua_pushstring(L, state_name(fu));
+  return 1;
+}
+
+/* Shared by f:close() and __gc: gives up the host's hold once. */
+static void future_release(mwl_future *fu) {
+  if (fu->f == 0 || fu->r == NULL) return;
+  if (fu->r->rt != NULL) mw_future_release(fu->r->rt, fu->f);
+  fu->r->held--;
+  fu->f = 0;
+}
+
+/* f:close(): gives up the host's hold (the task runs on); idempotent, harmless after the
+ * runtime closed. The future cannot be awaited or passed to a task afterwards. */
+static int f_close(lua_State *L) {
+  mwl_future *fu = (mwl_future *)luaL_checkudata(L, 1, MWL_FUTURE_MT);
+  future_release(fu);
+  return 0;
+}
+
+static int f_gc(lua_State *L) {
+  mwl_future *fu = (mwl_future *)luaL_checkudata(L, 1, MWL_FUTURE_MT);
+  future_release(fu);
+  if (fu->r != NULL) {
+    mwl_runtime_unref(fu->r);
+    fu->r = NULL;
+  }
+  return 0;
+}
+
+/* "moonwarp.future<fib#17 pending>"; the number counts the runtime's spawns from 1. */
+static int f_tostring(lua_State *L) {
+  mwl_future *fu = (mwl_future *)luaL_checkudata(L, 1, MWL_FUTURE_MT);
+  const char *state;
+  if (fu->r == NULL || fu->r->rt == NULL || fu->f == 0)
+    state = "closed";
+  else {
+    poll_once(fu);
+    state = state_name(fu);
+  }
+  lua_pushfstring(L, "moonwarp.future<%s#%d %s>", fu->name, (int)fu->id, state);
+  return 1;
+}
+
+/* ---- join and any ---- */
+
+/* mw.join(f1, f2, ...): waits for all, then returns their values in order; raises the first
+ * failure (in argument order) once all are done. */
+int mwl_future_join(lua_State *L) {
+  int n = lua_gettop(L), i, err = 0, err_i = 0;
+  for (i = 1; i <= n; i++) mwl_check_future(L, i);
+  for (i = 1; i <= n; i++) {
+    mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
+    mw_result res;
+    int rc;
+    if (fu->have) continue;
+    memset(&res, 0, sizeof res);
+    rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
+    if (!settle(fu, rc, &res) && err == 0) {
+      err = rc == 0 ? MW_EAGAIN : rc;
+      err_i = i;
+    }
+  }
+  for (i = 1; i <= n; i++) {
+    mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
+    if (fu->have && fu->res.status != MW_OK) raise_failure(L, fu);
+    if (i == err_i) {
+      const char *msg = mw_runtime_last_error(fu->r->rt);
+      return luaL_error(L, "%s#%d: %s", fu->name, (int)fu->id,
+                        msg != NULL && msg[0] != '\0' ? msg : mw_strerror(err));
+    }
+  }
+  luaL_checkstack(L, n, "too many results");
+  for (i = 1; i <= n; i++) push_value(L, &((mwl_future *)lua_touserdata(L, i))->res);
+  return n;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* mw.any(f1, f2, ...): index and value of the first future to complete (in argument order when
+ * several are complete); raises its failure if it failed. Spins on the runtimes' completion
+ * rings with a short, growing pause between rounds and a yield of the thread once the wait
+ * grows long; it never sleeps. */
+int mwl_future_any(lua_State *L) {
+  int n = lua_gettop(L), i;
+  unsigned spin = 1, rounds = 0;
+  if (n == 0) return luaL_argerror(L, 1, "future expected, got no value");
+  for (i = 1; i <= n; i++) mwl_check_future(L, i);
+  for (;;) {
+    mwl_runtime *polled = NULL;
+    for (i = 1; i <= n; i++) {
+      mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
+      int rc;
+      if (!fu->have && fu->r != polled) {
+        mw_runtime_poll(fu->r->rt);
+        polled = fu->r;
+      }
+      rc = poll_once(fu);
+      if (rc == 0) {
+        lua_pushinteger(L, i);
+        push_result(L, fu);
+        return 2;
+      }
+      if (rc != MW_EAGAIN) {
+        const char *msg = mw_runtime_last_error(fu->r->rt);
+        return luaL_error(L, "%s#%d: %s", fu->name, (int)fu->id,
+                          msg != NULL && msg[0] != '\0' ? msg : mw_strerror(rc));
+      }
+    }
+    for (i = 0; i < (int)spin; i++) cpu_relax();
+    if (spin < 1024) spin *= 2;
+    if (++rounds > 1000) sched_yield();
+  }
+}
+
+static const luaL_Reg methods[] = {
+    {"await", f_await}, {"done", f_done}, {"state", f_state}, {"close", f_close}, {NULL, NULL},
+};
+
+void mwl_future_init(lua_State *L) {
+  luaL_newmetatable(L, MWL_FUTURE_MT);
+  lua_pushcfunction(L, f_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, f_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_newtable(L);
+  luaL_register(L, NULL, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushliteral(L, "moonwarp.future");
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+}

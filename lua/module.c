@@ -1,0 +1,89 @@
+/* module.c - luaopen_moonwarp_core: registers the bound types and the module functions, and
+ * holds the helpers every bound type shares (failure returns, number conversion, type names). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "binding.h"
+
+/* Pushes the luv-style failure triple: nil, message, code ("ENODEV"). */
+int mwl_fail(lua_State *L, int err, const char *msg) {
+  const char *name = mw_err_name(err);
+  if (name == NULL) name = "EUNKNOWN";
+  lua_pushnil(L);
+  lua_pushstring(L, msg != NULL && msg[0] != '\0' ? msg : mw_strerror(err));
+  lua_pushstring(L, name);
+  return 3;
+}
+
+/* The same, with the runtime's detailed message (compiler log, CUDA error) when it has one. */
+int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err) {
+  const char *msg = r != NULL && r->rt != NULL ? mw_runtime_last_error(r->rt) : NULL;
+  return mwl_fail(L, err, msg);
+}
+
+/* Converts a Lua number to an integer of `bits` bits. Returns NULL, or why it cannot. */
+const char *mwl_to_integer(lua_Number v, int bits, int is_signed, mw_value *out) {
+  lua_Number lo, hi; /* the accepted range is [lo, hi) */
+  if (v != floor(v)) return "number has no integer representation";
+  lo = is_signed ? -ldexp(1.0, bits - 1) : 0.0;
+  hi = is_signed ? ldexp(1.0, bits - 1) : ldexp(1.0, bits);
+  if (!(v >= lo && v < hi)) return "value out of range";
+  if (is_signed)
+    out->i = (int64_t)v;
+  else
+    out->u = (uint64_t)v;
+  return NULL;
+}
+
+/* The type of the value at idx as an error message names it: the moonwarp type names its
+ * objects ("moonwarp.future"), "no value" for an absent argument, else Lua's name. */
+const char *mwl_typename(lua_State *L, int idx) {
+  static const char *const mts[] = {MWL_RUNTIME_MT, MWL_PROGRAM_MT, MWL_TASK_MT, MWL_BUFFER_MT,
+                                    MWL_FUTURE_MT};
+  size_t i;
+  if (lua_type(L, idx) == LUA_TNONE) return "no value";
+  if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
+    for (i = 0; i < sizeof mts / sizeof mts[0]; i++) {
+      int same;
+      luaL_getmetatable(L, mts[i]);
+      same = lua_rawequal(L, -1, -2);
+      lua_pop(L, 1);
+      if (same) {
+        lua_pop(L, 1);
+        return mts[i];
+      }
+    }
+    lua_pop(L, 1);
+  }
+  return luaL_typename(L, idx);
+}
+
+/* mw.now(): monotonic seconds, for timing scripts and benchmarks. */
+static int l_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+static const luaL_Reg functions[] = {
+    {"runtime", mwl_runtime_new},
+    {"now", l_now},
+    {"join", mwl_future_join},
+    {"any", mwl_future_any},
+    {NULL, NULL},
+};
+
+__attribute__((visibility("default"))) int luaopen_moonwarp_core(lua_State *L) {
+  mwl_runtime_init(L);
+  mwl_program_init(L);
+  mwl_buffer_init(L);
+  mwl_future_init(L);
+  lua_newtable(L);
+  luaL_register(L, NULL, functions);
+  lua_pushstring(L, mw_version());
+  lua_setfield(L, -2, "version");
+  return 1;
+}

@@ -1,0 +1,68 @@
+--- moonwarp: device coroutines for Lua, run by a persistent GPU executor (or its CPU sim).
+--
+-- Loading this module needs no GPU, driver or CUDA toolkit: those are opened when a runtime
+-- asks for them, and a runtime that cannot get them says what is missing.
+--
+--   local mw = require "moonwarp"
+--   local rt = assert(mw.runtime{ backend = "auto" })   -- "cuda", "sim"; device, capacity, ...
+--   local prog = assert(rt:compile[[
+--     task long fib(int n) {
+--       local future a, b;
+--       if (n < 2) return n;
+--       a = spawn(fib, n - 1);
+--       b = spawn(fib, n - 2);
+--       await_all(a, b);
+--       return value(a) + value(b);
+--     }
+--   ]])
+--   print(prog.fib(20):await())                 --> 6765
+--   print(mw.join(prog.fib(10), prog.fib(11)))  --> 55  89
+--   rt:close()
+--
+-- Conventions: misuse (wrong argument types, unknown options or tasks, a closed runtime)
+-- raises an error naming the argument; failures a script may want to handle (no GPU, a
+-- compile error, a timeout, capacity) return nil, message, code, where code is the name of
+-- the error ("ENODEV", "ECOMPILE", "ETIMEDOUT", ...). A task's own failure is raised by
+-- f:await() with the task's message ("fib: message").
+--
+-- Numbers: 64-bit integers (int64/uint64 values, results, buffer elements, addresses) travel
+-- as Lua numbers, exact up to 2^53.
+--
+-- Objects:
+--   runtime  rt.backend, rt:compile(src [, chunkname]), rt:compile_file(path),
+--            rt:buffer(type, n), rt:stats(), rt:close()
+--   program  prog.<task>, prog:task(name), prog:tasks()
+--   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
+--            task.name, task.signature, task.params ({name=, type=} each), task.result
+--   future   f:await([timeout_s]), f:done(), f:state(), f:close()
+--   buffer   buf:write(t [, first]), buf:read([first [, count]]), buf:close(),
+--            #buf, buf.type, buf.count, buf.size, buf.address
+-- Every object has __tostring, and __gc behind its explicit close; closing a runtime closes
+-- its programs, futures and buffers, and any later use of them raises "runtime is closed".
+local core = require "moonwarp.core"
+
+local M = {}
+
+--- The library's version string.
+M.version = core.version
+
+--- mw.runtime{ backend=, device=, capacity=, host_futures=, workers=, frame_bytes= }
+-- Returns a runtime, or nil, message, code (e.g. "ENODEV" when backend = "cuda" finds no GPU).
+M.runtime = core.runtime
+
+--- mw.join(f1, f2, ...): waits for all; their values in order; raises the first failure.
+M.join = core.join
+
+--- mw.any(f1, f2, ...): index, value of the first future to complete.
+M.any = core.any
+
+--- mw.now(): a monotonic clock in seconds, for timing.
+M.now = core.now
+
+--- The element types rt:buffer accepts, and their aliases.
+M.buffer_types = {
+  "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float", "double",
+  int = "int32", long = "int64", char = "int8", bool = "uint8",
+}
+
+return M

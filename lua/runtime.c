@@ -1,0 +1,337 @@
+/* runtime.c - the moonwarp.runtime type: options, lifetime, compile, buffers and stats. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "binding.h"
+
+void mwl_runtime_ref(mwl_runtime *r) { r->refs++; }
+
+void mwl_runtime_unref(mwl_runtime *r) {
+  if (--r->refs > 0) return;
+  free(r->progs);
+  free(r);
+}
+
+void mwl_runtime_check_open(lua_State *L, const mwl_runtime *r) {
+  if (r == NULL || r->rt == NULL) luaL_error(L, MWL_CLOSED_MSG);
+}
+
+/* The userdata is a box holding the mwl_runtime, NULL until created and after __gc. */
+static mwl_runtime **to_box(lua_State *L, int idx) {
+  return (mwl_runtime **)luaL_checkudata(L, idx, MWL_RUNTIME_MT);
+}
+
+mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
+  mwl_runtime *r = *to_box(L, idx);
+  mwl_runtime_check_open(L, r);
+  return r;
+}
+
+/* ---- options ---- */
+
+static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",
+                                           "workers", "frame_bytes", NULL};
+
+/* The option value on the top of the stack as an integer in [0, max]; raises naming it. */
+static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
+  lua_Number v;
+  if (lua_type(L, -1) != LUA_TNUMBER) {
+    const char *msg = lua_pushfstring(L, "option '%s' must be a number, got %s", key,
+                                      mwl_typename(L, -1));
+    luaL_argerror(L, 1, msg);
+  }
+  v = lua_tonumber(L, -1);
+  if (!(v >= 0 && v <= max && v == floor(v))) {
+    const char *msg = lua_pushfstring(L, "option '%s' must be an integer in 0..%f, got %s", key,
+                                      max, lua_tostring(L, -1));
+    luaL_argerror(L, 1, msg);
+  }
+  return v;
+}
+
+static void read_options(lua_State *L, mw_runtime_desc *d) {
+  memset(d, 0, sizeof *d);
+  if (lua_isnoneornil(L, 1)) return;
+  if (lua_type(L, 1) != LUA_TTABLE) {
+    const char *msg = lua_pushfstring(L, "table expected, got %s", mwl_typename(L, 1));
+    luaL_argerror(L, 1, msg);
+  }
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    const char *key;
+    int which = -1, i;
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      key = lua_tostring(L, -2);
+      for (i = 0; option_names[i] != NULL; i++)
+        if (strcmp(key, option_names[i]) == 0) which = i;
+    }
+    if (which < 0) {
+      lua_pushvalue(L, -2);
+      lua_getglobal(L, "tostring"); /* keys of any type are named in the message */
+      lua_insert(L, -2);
+      lua_call(L, 1, 1);
+      luaL_argerror(L, 1,
+                    lua_pushfstring(L, "unknown option '%s' (options: backend, device, capacity, "
+                                       "host_futures, workers, frame_bytes)",
+                                    lua_tostring(L, -1)));
+    }
+    switch (which) {
+    case 0: {
+      const char *b = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+      if (b == NULL || (strcmp(b, "auto") != 0 && strcmp(b, "cuda") != 0 && strcmp(b, "sim") != 0))
+        luaL_argerror(L, 1,
+                      lua_pushfstring(L, "option 'backend' must be \"auto\", \"cuda\" or \"sim\", got %s",
+                                      b != NULL ? lua_pushfstring(L, "\"%s\"", b)
+                                                : mwl_typename(L, -1)));
+      d->backend = b; /* stays valid: the options table holds the string */
+      break;
+    }
+    case 1: d->device = (int)option_count(L, "device", 2147483647.0); break;
+    case 2: d->capacity = (uint32_t)option_count(L, "capacity", 4294967295.0); break;
+    case 3: d->host_futures = (uint32_t)option_count(L, "host_futures", 4294967295.0); break;
+    case 4: d->workers = (uint32_t)option_count(L, "workers", 4294967295.0); break;
+    case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* ---- lifetime ---- */
+
+/* mw.runtime{...}: the userdata is made first, empty, so that a failure halfway leaves an
+ * object __gc handles; the anchor table (see binding.h) becomes its environment. */
+int mwl_runtime_new(lua_State *L) {
+  mw_runtime_desc desc;
+  mwl_runtime **box, *r;
+  const char *backend;
+  int rc;
+  read_options(L, &desc);
+  box = (mwl_runtime **)lua_newuserdata(L, sizeof *box);
+  *box = NULL;
+  luaL_getmetatable(L, MWL_RUNTIME_MT);
+  lua_setmetatable(L, -2);
+  r = (mwl_runtime *)calloc(1, sizeof *r);
+  if (r == NULL) return mwl_fail(L, MW_ENOMEM, NULL);
+  rc = mw_runtime_create(&desc, &r->rt);
+  if (rc < 0) {
+    free(r);
+    return mwl_fail(L, rc, mw_last_error());
+  }
+  r->refs = 1;
+  backend = mw_runtime_backend(r->rt);
+  snprintf(r->backend, sizeof r->backend, "%s", backend != NULL ? backend : "?");
+  *box = r;
+  lua_createtable(L, 1, 0);
+  lua_pushvalue(L, -2);
+  lua_rawseti(L, -2, 1);
+  lua_setfenv(L, -2);
+  return 1;
+}
+
+/* Shared by rt:close() and __gc: closes the core runtime once. Returns mw_runtime_close's code. */
+static int runtime_close(mwl_runtime *r) {
+  int rc = 0;
+  if (r == NULL || r->rt == NULL) return 0;
+  rc = mw_runtime_close(r->rt, 0);
+  r->rt = NULL; /* its programs and buffers went with it */
+  free(r->progs);
+  r->progs = NULL;
+  r->nprogs = r->progs_cap = 0;
+  return rc;
+}
+
+static int l_close(lua_State *L) {
+  mwl_runtime *r = *to_box(L, 1);
+  int rc = runtime_close(r);
+  if (rc < 0) return mwl_fail(L, rc, mw_last_error()); /* the runtime's own message is gone */
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_gc(lua_State *L) {
+  mwl_runtime **box = to_box(L, 1);
+  if (*box != NULL) {
+    runtime_close(*box);
+    mwl_runtime_unref(*box);
+    *box = NULL;
+  }
+  return 0;
+}
+
+static int l_tostring(lua_State *L) {
+  mwl_runtime *r = *to_box(L, 1);
+  if (r == NULL || r->rt == NULL)
+    lua_pushfstring(L, "moonwarp.runtime<%s closed>", r != NULL ? r->backend : "?");
+  else
+    lua_pushfstring(L, "moonwarp.runtime<%s %p>", r->backend, (void *)r->rt);
+  return 1;
+}
+
+/* ---- programs ---- */
+
+/* Strips Lua's chunkname prefixes: "@file" and "=name" both name the file as itself. */
+static const char *chunk_filename(const char *name) {
+  if (name != NULL && (name[0] == '@' || name[0] == '=')) return name + 1;
+  return name;
+}
+
+static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, const char *name) {
+  mw_compile_desc desc;
+  mw_program *p = NULL;
+  int rc;
+  if (strlen(src) != len) return luaL_argerror(L, 2, "source contains a NUL byte");
+  if (r->nprogs == r->progs_cap) { /* made room first: nothing can fail after the compile */
+    int cap = r->progs_cap ? 2 * r->progs_cap : 8;
+    mw_program **grown = (mw_program **)realloc(r->progs, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return mwl_fail(L, MW_ENOMEM, NULL);
+    r->progs = grown;
+    r->progs_cap = cap;
+  }
+  memset(&desc, 0, sizeof desc);
+  desc.filename = chunk_filename(name);
+  rc = mw_program_compile(r->rt, src, &desc, &p);
+  if (rc < 0) return mwl_fail_rt(L, r, rc);
+  r->progs[r->nprogs++] = p;
+  lua_getfenv(L, 1);
+  mwl_program_push(L, lua_gettop(L), r, p);
+  return 1;
+}
+
+/* rt:compile(source [, chunkname]) */
+static int l_compile(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  size_t len;
+  const char *src = luaL_checklstring(L, 2, &len);
+  const char *name = luaL_optstring(L, 3, NULL);
+  return compile(L, r, src, len, name);
+}
+
+/* rt:compile_file(path): the file's text, compiled with the path as its chunkname. */
+static int l_compile_file(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  luaL_Buffer b;
+  size_t n;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return mwl_fail(L, MW_EIO, lua_pushfstring(L, "%s: %s", path, strerror(errno)));
+  luaL_buffinit(L, &b);
+  do {
+    char *p = luaL_prepbuffer(&b);
+    n = fread(p, 1, LUAL_BUFFERSIZE, f);
+    luaL_addsize(&b, n);
+  } while (n == LUAL_BUFFERSIZE);
+  if (ferror(f)) {
+    int e = errno;
+    fclose(f);
+    return mwl_fail(L, MW_EIO, lua_pushfstring(L, "%s: %s", path, strerror(e)));
+  }
+  fclose(f);
+  luaL_pushresult(&b);
+  {
+    size_t len;
+    const char *src = lua_tolstring(L, -1, &len);
+    return compile(L, r, src, len, path);
+  }
+}
+
+/* ---- stats ---- */
+
+static void set_u64(lua_State *L, const char *key, uint64_t v) {
+  lua_pushnumber(L, (lua_Number)v);
+  lua_setfield(L, -2, key);
+}
+
+/* rt:stats(): the fields of mw_stats, and `tasks`: per task name {spawned, completed, failed,
+ * cancelled}. A name defined by two programs is keyed "name#kind" the second time. */
+static int l_stats(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  mw_stats s;
+  int rc, i, j;
+  memset(&s, 0, sizeof s);
+  rc = mw_runtime_stats(r->rt, &s);
+  if (rc < 0) return mwl_fail_rt(L, r, rc);
+  lua_createtable(L, 0, 16);
+  set_u64(L, "spawned", s.spawned);
+  set_u64(L, "completed", s.completed);
+  set_u64(L, "failed", s.failed);
+  set_u64(L, "cancelled", s.cancelled);
+  set_u64(L, "host_spawned", s.host_spawned);
+  set_u64(L, "host_completed", s.host_completed);
+  set_u64(L, "in_flight", s.in_flight);
+  set_u64(L, "steals", s.steals);
+  set_u64(L, "launches", s.launches);
+  set_u64(L, "heartbeat", s.heartbeat);
+  lua_pushnumber(L, s.uptime_s);
+  lua_setfield(L, -2, "uptime_s");
+  set_u64(L, "workers", s.workers);
+  set_u64(L, "kinds", s.kinds);
+  set_u64(L, "frames_free", s.frames_free);
+  set_u64(L, "slots_free", s.slots_free);
+  lua_newtable(L);
+  for (i = 0; i < r->nprogs; i++) {
+    int n = mw_program_task_count(r->progs[i]);
+    for (j = 0; j < n; j++) {
+      mw_task_info info;
+      uint64_t row[4] = {0, 0, 0, 0};
+      if (mw_program_task(r->progs[i], j, &info) < 0) continue;
+      if (mw_runtime_kind_stats(r->rt, info.kind, row) < 0) continue;
+      lua_createtable(L, 0, 4);
+      set_u64(L, "spawned", row[0]);
+      set_u64(L, "completed", row[1]);
+      set_u64(L, "failed", row[2]);
+      set_u64(L, "cancelled", row[3]);
+      lua_getfield(L, -2, info.name);
+      if (lua_isnil(L, -1))
+        lua_pushstring(L, info.name);
+      else
+        lua_pushfstring(L, "%s#%d", info.name, (int)info.kind);
+      lua_replace(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, -3);
+    }
+  }
+  lua_setfield(L, -2, "tasks");
+  return 1;
+}
+
+/* ---- fields and methods ---- */
+
+/* __index: `backend` is a field (readable after close); the rest are methods. */
+static int l_index(lua_State *L) {
+  mwl_runtime *r = *to_box(L, 1);
+  const char *key = lua_tostring(L, 2);
+  if (key != NULL && strcmp(key, "backend") == 0) {
+    if (r == NULL) return 0;
+    lua_pushstring(L, r->backend);
+    return 1;
+  }
+  lua_pushvalue(L, 2);
+  lua_rawget(L, lua_upvalueindex(1));
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+    {"compile", l_compile}, {"compile_file", l_compile_file}, {"buffer", mwl_buffer_new},
+    {"stats", l_stats},     {"close", l_close},               {NULL, NULL},
+};
+
+static const luaL_Reg metamethods[] = {
+    {"__gc", l_gc},
+    {"__tostring", l_tostring},
+    {NULL, NULL},
+};
+
+void mwl_runtime_init(lua_State *L) {
+  luaL_newmetatable(L, MWL_RUNTIME_MT);
+  luaL_register(L, NULL, metamethods);
+  lua_newtable(L);
+  luaL_register(L, NULL, methods);
+  lua_pushcclosure(L, l_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushliteral(L, "moonwarp.runtime");
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# test.sh - the test command: installs what is missing (Debian, as root), builds in build/ and
+# runs every spec with busted under LuaJIT; exits with busted's status. Arguments go to busted:
+#   bash scripts/test.sh                      # all specs (the #gpu ones are skipped without a GPU)
+#   bash scripts/test.sh --tags=gpu           # only the GPU specs
+#   bash scripts/test.sh spec/api_spec.lua    # one file
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+mw_prepare || exit 1
+cd "$MW_ROOT"
+status=0
+mw_busted -o spec/output/summary.lua \
+  --lpath="$MW_BUILD_DIR/lua/?.lua;$MW_BUILD_DIR/lua/?/init.lua" \
+  --cpath="$MW_BUILD_DIR/lua/?.so" "$@" || status=$?
+exit "$status"

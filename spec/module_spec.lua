@@ -1,0 +1,97 @@
+-- module_spec.lua - loading the module, runtime options, and what happens without a GPU.
+local support = require "spec.support"
+
+describe("require 'moonwarp'", function()
+  it("loads without a GPU, driver or compiler and exposes the API", function()
+    local mw = require "moonwarp"
+    assert.is_string(mw.version)
+    assert.matches("^%d+%.%d+", mw.version)
+    for _, name in ipairs { "runtime", "join", "any", "now" } do
+      assert.is_function(mw[name], name)
+    end
+  end)
+
+  it("has a monotonic clock in seconds", function()
+    local mw = require "moonwarp"
+    local a = mw.now()
+    local b = mw.now()
+    assert.is_number(a)
+    assert.truthy(b >= a)
+    assert.truthy(b - a < 1)
+  end)
+
+  it("keeps the C module under moonwarp.core", function()
+    local core = require "moonwarp.core"
+    assert.equals(require("moonwarp").version, core.version)
+  end)
+end)
+
+describe("mw.runtime options", function()
+  local mw = require "moonwarp"
+
+  -- Each row: options, then text the error must contain.
+  local misuse = {
+    { "sim", "table expected, got string" },
+    { 42, "table expected, got number" },
+    { { backend = 1 }, "'backend'" },
+    { { backend = "opencl" }, "'backend'" },
+    { { device = "0" }, "'device'" },
+    { { device = -1 }, "'device'" },
+    { { capacity = -1 }, "'capacity'" },
+    { { capacity = 0 / 0 }, "'capacity'" },
+    { { capacity = 1.5 }, "'capacity'" },
+    { { capacity = 2 ^ 40 }, "'capacity'" },
+    { { host_futures = true }, "'host_futures'" },
+    { { workers = 1 / 0 }, "'workers'" },
+    { { frame_bytes = {} }, "'frame_bytes'" },
+    { { capacty = 10 }, "unknown option 'capacty'" },
+    { { [1] = "sim" }, "unknown option '1'" },
+  }
+  for _, row in ipairs(misuse) do
+    local opts, expected = row[1], row[2]
+    it("raises naming the problem for " .. expected, function()
+      local err = support.error_of(mw.runtime, opts)
+      assert.is_string(err, "mw.runtime did not raise")
+      assert.truthy(err:find(expected, 1, true), err)
+      assert.truthy(err:find("bad argument #1", 1, true), err)
+    end)
+  end
+
+  it("accepts no argument at all (all defaults)", function()
+    local rt, err = mw.runtime()
+    assert.is_truthy(rt or err)
+    if rt then
+      assert.is_string(rt.backend)
+      rt:close()
+    end
+  end)
+end)
+
+describe("mw.runtime without a GPU", function()
+  local mw = require "moonwarp"
+  local have_gpu = support.cuda_available()
+
+  if have_gpu then
+    pending("backend = 'cuda' found a GPU; the no-GPU behaviour is checked on machines without one")
+    return
+  end
+
+  it("returns nil, a message saying what is missing, and ENODEV", function()
+    local rt, err, code = mw.runtime { backend = "cuda" }
+    assert.is_nil(rt)
+    assert.equals("ENODEV", code)
+    assert.is_string(err)
+    assert.truthy(#err > 0)
+    -- names the missing piece: the driver library, a device, or CUDA itself
+    local lower = err:lower()
+    assert.truthy(lower:find("cuda", 1, true) or lower:find("driver", 1, true)
+      or lower:find("device", 1, true) or lower:find("gpu", 1, true), err)
+  end)
+
+  it("falls back to sim with backend = 'auto'", function()
+    local rt, err = mw.runtime { backend = "auto" }
+    assert(rt, err)
+    assert.equals("sim", rt.backend)
+    rt:close()
+  end)
+end)

@@ -1,0 +1,46 @@
+-- rocks_spec.lua - `luarocks make` builds and installs the module into a tree from which a
+-- plain luajit loads it. Slow: it configures and builds the whole project once.
+--
+-- luarocks is asked for Lua 5.1 (LuaJIT's API and directories) explicitly: Debian's luarocks
+-- defaults to the newest Lua installed (5.2 next to busted), whose headers are not there, and
+-- it refuses to build anything without them.
+local support = require "spec.support"
+
+local ROCKSPEC = "rocks/moonwarp-scm-1.rockspec"
+
+describe("luarocks make " .. ROCKSPEC, function()
+  local have_luarocks = support.run("command -v luarocks >/dev/null") == 0
+  if not have_luarocks then
+    pending("luarocks is not installed: the rockspec is not checked")
+    return
+  end
+
+  local tree
+  local had_build_dir = support.run("test -e build.luarocks") == 0
+
+  setup(function()
+    tree = os.tmpname()
+    os.remove(tree)
+  end)
+
+  teardown(function()
+    if tree then support.run("rm -rf " .. support.shell_quote(tree)) end
+    if not had_build_dir then support.run("rm -rf build.luarocks") end -- luarocks' build dir
+  end)
+
+  it("installs a module that luajit can require", function()
+    local status, out = support.run("luarocks --lua-version=5.1 make " .. ROCKSPEC .. " --tree "
+      .. support.shell_quote(tree))
+    assert.equals(0, status, out)
+
+    local lua_path = tree .. "/share/lua/5.1/?.lua;" .. tree .. "/share/lua/5.1/?/init.lua"
+    local lua_cpath = tree .. "/lib/lua/5.1/?.so"
+    local version = require("moonwarp").version
+    -- only the tree on the paths (no ";;"), run from / so that nothing else can be found
+    status, out = support.run("cd / && LUA_PATH=" .. support.shell_quote(lua_path)
+      .. " LUA_CPATH=" .. support.shell_quote(lua_cpath)
+      .. [[ luajit -e 'local mw = require "moonwarp"; print("version " .. mw.version)']])
+    assert.equals(0, status, out)
+    assert.equals("version " .. version .. "\n", out)
+  end)
+end)

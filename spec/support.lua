@@ -1,0 +1,86 @@
+-- support.lua - helpers shared by the specs: which backends to run against, compiling a
+-- program that must compile, and running a command.
+local mw = require "moonwarp"
+
+local support = {}
+
+local cuda_checked, cuda_ok, cuda_reason
+
+--- Whether the cuda backend can be used here, and if not why (mw.runtime's message). The
+-- answer is found once, with a probe runtime that is closed straight away.
+function support.cuda_available()
+  if not cuda_checked then
+    cuda_checked = true
+    local rt, err, code = mw.runtime { backend = "cuda" }
+    if rt then
+      rt:close()
+      cuda_ok = true
+    else
+      cuda_ok, cuda_reason = false, string.format("%s (%s)", tostring(err), tostring(code))
+    end
+  end
+  return cuda_ok, cuda_reason
+end
+
+--- The backends a spec runs against: always "sim", and "cuda" where a GPU is usable.
+function support.backends()
+  local list = { "sim" }
+  if support.cuda_available() then list[#list + 1] = "cuda" end
+  return list
+end
+
+--- Runs fn(backend) inside a describe block per backend; the cuda block carries the tag #gpu.
+-- Without a usable GPU the cuda block is reported as skipped (pending), with the reason, so it
+-- is neither silent nor counted as passing.
+-- Call it where describe() may be called (a spec file or a describe block): busted's functions
+-- live in the caller's environment, not in the globals.
+function support.each_backend(fn)
+  local env = getfenv(2)
+  for _, backend in ipairs(support.backends()) do
+    env.describe(backend .. (backend == "cuda" and " #gpu" or ""), function() fn(backend) end)
+  end
+  local ok, reason = support.cuda_available()
+  if not ok then env.pending("cuda #gpu: skipped, no GPU: " .. reason) end
+end
+
+--- A runtime on backend, which must open.
+function support.runtime(backend, opts)
+  local o = { backend = backend }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local rt, err, code = mw.runtime(o)
+  assert(rt, string.format("runtime %s: %s (%s)", backend, tostring(err), tostring(code)))
+  return rt
+end
+
+--- Compiles source on rt; the program must compile (the compiler's log is the error).
+function support.compile(rt, source, chunkname)
+  local prog, err, code = rt:compile(source, chunkname)
+  assert(prog, string.format("compile %s failed (%s):\n%s", chunkname or "<string>",
+    tostring(code), tostring(err)))
+  return prog
+end
+
+--- pcall returning only the error message (nil when fn did not raise).
+function support.error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then return nil end
+  return tostring(err)
+end
+
+--- Runs a shell command; returns its exit status (a number) and its output (stdout+stderr).
+function support.run(command)
+  local marker = "__exit_status="
+  local p = assert(io.popen("(" .. command .. ") 2>&1; echo " .. marker .. "$?"))
+  local out = p:read("*a")
+  p:close()
+  local status = tonumber(out:match(marker .. "(%d+)%s*$"))
+  out = out:gsub(marker .. "%d+%s*$", "")
+  return status, out
+end
+
+--- Quotes s for the shell.
+function support.shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+return support
