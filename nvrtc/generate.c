@@ -56,7 +56,7 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int includes) {
     for (size_t k = p->tasks[i].decl_start; k <= p->tasks[i].decl_end && k < n; ++k)
       if (h[k] != '\n') h[k] = ' ';
   /* split by lines: #include lines go before the namespace, the rest inside */
-  put_line(b, 1, p->file);
+  put_line(b, p->first_line, p->file);
   char *line = h;
   while (line && *line) {
     char *nl = strchr(line, '\n');

@@ -14,10 +14,11 @@ typedef struct scan {
   const char *file;
   char *err;
   size_t errlen;
+  int first_line;
 } scan;
 
 static int line_at(const scan *sc, size_t pos) {
-  int line = 1;
+  int line = sc->first_line;
   for (size_t i = 0; i < pos && i < sc->n; ++i)
     if (sc->s[i] == '\n') ++line;
   return line;
@@ -400,9 +401,12 @@ void mw__parsed_free(mw__parsed *p) {
   memset(p, 0, sizeof *p);
 }
 
-int mw__parse(const char *src, const char *file, mw__parsed *out, char *err, size_t errlen) {
+int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,
+              size_t errlen) {
   memset(out, 0, sizeof *out);
-  scan sc = {src, strlen(src), file ? file : "<string>", err, errlen};
+  if (first_line < 1) first_line = 1;
+  scan sc = {src, strlen(src), file ? file : "<string>", err, errlen, first_line};
+  out->first_line = first_line;
   out->file = mw__strdup(sc.file);
   out->src = mw__strdup(src);
   if (!out->file || !out->src) {

@@ -43,13 +43,15 @@ typedef struct mw__task {
 typedef struct mw__parsed {
   char *file;
   char *src;  /* the source with every 'local' declaration blanked out */
+  int first_line; /* line number of the source's first line in file */
   int ntasks;
   mw__task *tasks;
 } mw__parsed;
 
 /* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a
  * "file:line: message" in err. */
-int mw__parse(const char *src, const char *file, mw__parsed *out, char *err, size_t errlen);
+int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,
+              size_t errlen);
 void mw__parsed_free(mw__parsed *p);
 
 typedef struct mw__gen_opts {

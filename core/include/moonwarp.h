@@ -128,6 +128,7 @@ typedef struct mw_task_info {
 typedef struct mw_compile_desc {
   const char *filename; /* for #line directives and messages; NULL = "<string>" */
   const char *arch;     /* "sm_90" etc.; NULL = the device's own */
+  int first_line;       /* line of filename where the source starts; 0 = 1 */
 } mw_compile_desc;
 
 /* Parses, generates, compiles and loads a program into the runtime (relaunching the executor

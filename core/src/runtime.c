@@ -326,7 +326,7 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
   if (!source) return MW_EINVAL;
   char err[1024];
   mw__parsed p;
-  int rc = mw__parse(source, filename, &p, err, sizeof err);
+  int rc = mw__parse(source, filename, 1, &p, err, sizeof err);
   if (rc) {
     if (out_error) *out_error = mw__strdup(err);
     mw__set_error_str(err);
@@ -351,8 +351,8 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   mw_program *p = calloc(1, sizeof *p);
   if (!p) return MW_ENOMEM;
   p->rt = rt;
-  int rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>", &p->parsed,
-                     rt->err, sizeof rt->err);
+  int rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
+                     desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
   if (rc) {
     mw__set_error_str(rt->err);
     free(p);

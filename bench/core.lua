@@ -1,0 +1,75 @@
+-- core.lua - the executor's three headline figures, measured in one run: host spawn->await round
+-- trip of a task that returns at once, a chain of device-side spawn->await hops, and fib(25).
+-- Usage: luajit bench/core.lua [backend]   (prints a table; baselines are in bench/README.md)
+local mw = require "moonwarp"
+
+local backend = arg and arg[1]
+local rt = assert(mw.runtime { backend = backend })
+local prog = assert(rt:compile [[
+task int nop() { return 1; }
+task int step(int i) { return i & 1; }
+task long chain(int n) {
+  local future f;
+  local int i;
+  local long s;
+  for (i = 0; i < n; ++i) {
+    f = spawn(step, i);
+    await(f);
+    s += (long)value(f);
+  }
+  return s;
+}
+task long fib(int n) {
+  local future a, b;
+  if (n < 2) return n;
+  a = spawn(fib, n - 1);
+  b = spawn(fib, n - 2);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+]])
+
+local function percentile(t, p)
+  table.sort(t)
+  return t[math.max(1, math.ceil(#t * p))]
+end
+
+-- 1. round trip
+local iters = rt.backend == "cuda" and 5000 or 500
+for _ = 1, 100 do prog.nop():await() end
+local lat = {}
+for i = 1, iters do
+  local t0 = mw.now()
+  prog.nop():await()
+  lat[i] = (mw.now() - t0) * 1e6
+end
+local p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+
+-- 2. dependent chain of device-side hops
+local hops = rt.backend == "cuda" and 10000 or 2000
+prog.chain(100):await()
+local t0 = mw.now()
+local s = prog.chain(hops):await()
+local chain_us = (mw.now() - t0) * 1e6 / hops
+assert(s == math.floor(hops / 2), "chain result")
+
+-- 3. fib(25): 2*fib(26)-1 tasks
+local n = rt.backend == "cuda" and 25 or 18
+local function fibn(k) local a, b = 0, 1 for _ = 1, k do a, b = b, a + b end return a end
+prog.fib(15):await()
+local best = math.huge
+for _ = 1, 3 do
+  t0 = mw.now()
+  local r = prog.fib(n):await()
+  best = math.min(best, mw.now() - t0)
+  assert(r == fibn(n), "fib result")
+end
+local tasks = 2 * fibn(n + 1) - 1
+
+print(("moonwarp core figures on %s, %s"):format(rt.backend, os.date("!%Y-%m-%d")))
+print(("%-44s %12s"):format("figure", "value"))
+print(("%-44s %9.2f us"):format("host spawn->await round trip, p50", p50))
+print(("%-44s %9.2f us"):format("host spawn->await round trip, p99", p99))
+print(("%-44s %9.3f us"):format(("device spawn->await hop (chain of %d)"):format(hops), chain_us))
+print(("%-44s %9.2f M/s"):format(("fib(%d), %d tasks"):format(n, tasks), tasks / best / 1e6))
+rt:close()
