@@ -3,7 +3,8 @@
 local mw = require "moonwarp"
 
 local nexperts = tonumber(arg and arg[1]) or 48
-local rt = assert(mw.runtime())
+-- 64 futures in the frame: more than the default 256-byte frame holds
+local rt = assert(mw.runtime { frame_bytes = 1024 })
 local prog = assert(rt:compile [[
 // one expert: a weighted sum over its slice of items, lanes in parallel, reduced by shuffles
 task long expert(int *items, int first, int count, int weight) {

@@ -178,6 +178,46 @@ static const char *chunk_filename(const char *name) {
   return name;
 }
 
+/* Where a program given as a string literal sits in the calling script: when the caller's file
+ * holds the source verbatim (a long string), its file name and first line, so compile errors
+ * point into the script. 0 when it cannot be found. */
+static int locate_in_caller(lua_State *L, const char *src, size_t len, char *file, size_t n) {
+  lua_Debug ar;
+  if (len < 8 || !lua_getstack(L, 1, &ar) || !lua_getinfo(L, "S", &ar) || ar.source[0] != '@')
+    return 0;
+  FILE *f = fopen(ar.source + 1, "rb");
+  if (f == NULL) return 0;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  size_t k;
+  do {
+    char *p = luaL_prepbuffer(&b);
+    k = fread(p, 1, LUAL_BUFFERSIZE, f);
+    luaL_addsize(&b, k);
+  } while (k == LUAL_BUFFERSIZE);
+  fclose(f);
+  luaL_pushresult(&b);
+  size_t flen;
+  const char *text = lua_tolstring(L, -1, &flen);
+  const char *at = NULL;
+  for (const char *p = text; p + len <= text + flen; ++p)
+    if (*p == *src && memcmp(p, src, len) == 0) {
+      if (at) { /* twice: ambiguous */
+        lua_pop(L, 1);
+        return 0;
+      }
+      at = p;
+    }
+  int line = 0;
+  if (at) {
+    line = 1;
+    for (const char *p = text; p < at; ++p) line += *p == '\n';
+    snprintf(file, n, "%s", ar.source + 1);
+  }
+  lua_pop(L, 1);
+  return line;
+}
+
 static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, const char *name) {
   mw_compile_desc desc;
   mw_program *p = NULL;
@@ -192,6 +232,9 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
   }
   memset(&desc, 0, sizeof desc);
   desc.filename = chunk_filename(name);
+  char here[1024];
+  if (name == NULL && (desc.first_line = locate_in_caller(L, src, len, here, sizeof here)) > 0)
+    desc.filename = here;
   rc = mw_program_compile(r->rt, src, &desc, &p);
   if (rc < 0) return mwl_fail_rt(L, r, rc);
   r->progs[r->nprogs++] = p;

@@ -132,8 +132,9 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
     mw__sb_puts(&b, "#define MW_SIM 1\n");
     mw__sb_puts(&b, mw__src_sim_shim_h);
     mw__sb_puts(&b, "\n#include <cstdint>\n#include <cstddef>\n#include <cstring>\n"
-                    "typedef uint8_t mw_u8;\ntypedef uint16_t mw_u16;\ntypedef uint32_t mw_u32;\n"
-                    "typedef int32_t mw_i32;\ntypedef uint64_t mw_u64;\ntypedef int64_t mw_i64;\n");
+                    "typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\n"
+                    "typedef unsigned int mw_u32;\ntypedef int mw_i32;\n"
+                    "typedef unsigned long long mw_u64;\ntypedef long long mw_i64;\n");
   } else {
     mw__sb_puts(&b,
                 "typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\n"
@@ -178,13 +179,15 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
     for (int k = 0; k < progs[i]->ntasks; ++k) {
       const mw__task *t = &progs[i]->tasks[k];
       if (t->ret == MW_T_VOID)
-        mw__sb_printf(&b, "  case %uu: ((mw_p%d::mw_frame_%s *)p)->body(c); break;\n", t->kind, i,
-                      t->name);
+        mw__sb_printf(&b,
+                      "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
+                      "fr.body(c); break; }\n",
+                      t->kind, i, t->name, i, t->name);
       else
         mw__sb_printf(&b,
-                      "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)p)->body(c); "
-                      "mw_store_result(c, r); break; }\n",
-                      t->kind, i, t->name);
+                      "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
+                      "auto r = fr.body(c); mw_store_result(c, r); break; }\n",
+                      t->kind, i, t->name, i, t->name);
     }
   mw__sb_puts(&b,
               "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"

@@ -54,6 +54,7 @@ struct mw_ctx {
   mw_u32 wid, lane;
   mw_u32 frame;      /* index of the running frame */
   mw_frame_hdr *hdr; /* its header */
+  mw_u8 *home;       /* its payload in device memory; the body runs on a per-lane copy */
   mw_u32 index;      /* bulk instance index, 0 for plain tasks */
   mw_u32 bulk;       /* 1 while running a bulk instance */
   int status;        /* MW_RUN_* set by the body's exits */
@@ -418,6 +419,21 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
   return fu;
 }
 
+/* Frame semantics: a task body runs on a per-lane copy of its frame (parameters and locals),
+ * like ordinary locals of SIMT code, so `k++` or `total += x` executed by every lane changes
+ * each lane's copy once. Before the task suspends, lane 0's copy is saved to the frame in
+ * device memory, and every lane reloads it on resume: frame locals carry task-uniform state
+ * across awaits. Collective. */
+__device__ void mw_save_frame(mw_ctx *c, const void *local, mw_u32 bytes) {
+  if (c->lane == 0) {
+    const mw_u8 *s = (const mw_u8 *)local;
+    mw_u32 i = 0;
+    for (; i + 4 <= bytes; i += 4) *(mw_u32 *)(c->home + i) = *(const mw_u32 *)(s + i);
+    for (; i < bytes; ++i) c->home[i] = s[i];
+  }
+  __syncwarp();
+}
+
 /* Registers the running task as the waiter of fs[0..n) and decides whether it must suspend.
  * Collective. Returns true when the task is suspended: the caller returns at once and touches
  * nothing of the frame (it may already run on another warp). Returns false when every future
@@ -675,6 +691,7 @@ __device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits);
 #define MW_AWAIT_(k, ...)                                                                 \
   do {                                                                                    \
     if (_c->lane == 0) _c->hdr->resume = (k);                                             \
+    mw_save_frame(_c, this, (mw_u32)sizeof(*this));                                       \
     {                                                                                     \
       const future _mw_fs[] = {__VA_ARGS__};                                              \
       if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), __LINE__))      \
@@ -793,6 +810,7 @@ __device__ mw_u32 mw_next(mw_ctx *c, mw_u32 idle) {
 __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   c->frame = f;
   c->hdr = mw_frame(c->st, f);
+  c->home = (mw_u8 *)c->hdr + MW_FRAME_HDR_BYTES;
   c->index = 0;
   c->bulk = 0;
   c->status = MW_RUN_DONE;
@@ -819,6 +837,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   mw_frame_hdr *h = mw_frame(st, f);
   c->frame = f;
   c->hdr = h;
+  c->home = (mw_u8 *)h + MW_FRAME_HDR_BYTES;
   c->bulk = 1;
   mw_u32 n = h->bulk_n;
   mw_u32 chunk = n / (st->nworkers * 8u);

@@ -291,7 +291,10 @@ static int start_executor(mw_runtime *rt) {
   rt->ctl->stop = 0;
   rt->ctl->exited = 0;
   rt->state.nworkers = rt->nworkers;
+  /* only the host-owned fields: the counters in mw_state belong to the device */
   int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
+  if (!rc)
+    rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nkinds), &rt->state.nkinds, 4);
   if (!rc) rc = rt->ops->launch(rt);
   if (!rc) rt->running = 1;
   return rc;
@@ -387,7 +390,10 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   free(gen);
   /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
   if (!rc && rt->running) rc = stop_executor(rt, 10.0);
+  uint32_t old_kinds = rt->state.nkinds;
+  rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
   if (!rc) rc = start_executor(rt);
+  if (rc) rt->state.nkinds = old_kinds;
   if (rc) {
     mw__set_error_str(rt->err);
     mw__parsed_free(&p->parsed);
@@ -396,7 +402,6 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   }
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
-  rt->state.nkinds = rt->nkinds;
   *out = p;
   return 0;
 }
