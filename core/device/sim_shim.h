@@ -1,4 +1,4 @@
-/* sim_shim.h - the CUDA built-ins for the sim backend: device code compiled by g++, one warp = 32 fibers on one host thread. */
+/* sim_shim.h - CUDA built-ins for the sim backend: device code run by host threads, a warp as 32 fibers. */
 /*
  * The sim translation unit is this file, then protocol.h, runtime.cuh and the user's code, built
  * as a shared object (g++ -std=c++17 -fPIC -shared -pthread ... -lboost_context) that the library
@@ -21,9 +21,10 @@
  * not live and are not waited for. The lane that completes a barrier computes every member's
  * result at once, so a fast lane that runs on to the next collective cannot disturb a slow one.
  * If every live lane waits and no barrier can complete (lanes at different collectives), every
- * waiting lane is released; __mw_sim_diverged() then says so and __mw_sim_divergence_msg() names
- * two of the lanes and their call sites. __activemask() waits until no lane can run and returns
- * the lanes waiting at the same __activemask call.
+ * waiting lane is released; __mw_sim_diverged() then says so (in each lane, until it is read) and
+ * __mw_sim_divergence_msg() names two of the lanes and their call sites (of the first divergence
+ * not yet read by every lane). __activemask() is a sync point here: it waits until no lane can run
+ * and returns the lanes waiting at the same __activemask call (an approximation of convergence).
  *
  * Faults. A SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT raised while the lanes of a warp run (a
  * failed assert, __trap(), a stack overflow, an uncaught C++ exception) abandons the warp:
@@ -32,13 +33,19 @@
  * malloc, say) can leave that lock held.
  *
  * Sanitizers. With -fsanitize=address the fiber switches are announced to ASan
- * (__sanitizer_start/finish_switch_fiber), so the default fcontext fibers work; a fault still
- * prints nothing and is reported by mw_sim_run_warp as usual.
+ * (__sanitizer_start/finish_switch_fiber), so the default fcontext fibers work and ASan reports
+ * bugs in lane code as usual (detect_stack_use_after_return=1 works too). -fsanitize=undefined
+ * needs nothing. A fault in a lane is still caught and reported by mw_sim_run_warp.
+ *
+ * Not provided: dynamic shared memory (extern __shared__), textures, cooperative groups, the
+ * non-_sync warp functions, inline PTX.
  */
 #ifndef MW_SIM_SHIM_H
 #define MW_SIM_SHIM_H
 
+#ifndef MW_SIM
 #define MW_SIM 1
+#endif
 
 #include <assert.h>
 #include <dlfcn.h>
@@ -58,6 +65,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <type_traits>
@@ -168,6 +178,7 @@ static constexpr unsigned char kFamily[] = {
   F_SYNC, F_SYNC, F_SYNC, F_SYNC, F_SHFL, F_SHFL, F_SHFL, F_SHFL, F_VOTE, F_VOTE, F_VOTE,
   F_MATCH, F_MATCH, F_REDUX, F_REDUX, F_REDUX, F_REDUX, F_REDUX, F_REDUX, F_REDUX, F_REDUX,
   F_CONVERGE, F_ACTIVE};
+static_assert(sizeof kFamily == OP_ACTIVE + 1, "one family per op");
 
 struct Lane {
   bctx::fiber fib;            /* the lane's continuation while it is not running */
@@ -218,7 +229,7 @@ struct Warp {
   void *arg;
   int trap;               /* __trap() was called */
   char fault[160];        /* message of a fault that was not a signal */
-  char msg[256];          /* the last divergence message */
+  char msg[256];          /* the divergence message (see resolve_stuck) */
   sigjmp_buf env;         /* mw_sim_run_warp's landing point after a fault */
 #ifdef MW_SIM_ASAN
   void *host_fake;
@@ -466,20 +477,23 @@ __attribute__((noinline)) inline void resolve_stuck(Warp *w) {
     }
     return;
   }
-  /* lane A: the lowest waiting lane; lane B: a lane A waits for that waits elsewhere */
+  /* Describe it, unless an earlier divergence is still unread by some lane (it is the cause).
+   * lane A: the lowest waiting lane; lane B: a lane A waits for that waits elsewhere. */
+  bool unread = false;
+  for (unsigned i = 0; i < LANES; i++) unread = unread || w->lanes[i].diverged;
   unsigned a = (unsigned)__builtin_ctz(w->blocked);
   const Lane &A = w->lanes[a];
   unsigned mine = w->bars[A.bar].arrived;
   unsigned others = A.mask & w->live & ~mine;
   if (!others) others = w->blocked & ~mine;
-  if (others) {
+  const char *fa = A.file ? A.file : "?";
+  if (!unread && others) {
     unsigned b = (unsigned)__builtin_ctz(others);
     const Lane &B = w->lanes[b];
-    snprintf(w->msg, sizeof w->msg, "lanes of warp %u diverged: lane %u at %s:%d, lane %u at %s:%d", w->id,
-             a, A.file ? A.file : "?", A.line, b, B.file ? B.file : "?", B.line);
-  } else {
-    snprintf(w->msg, sizeof w->msg, "lanes of warp %u diverged: lane %u at %s:%d", w->id, a,
-             A.file ? A.file : "?", A.line);
+    snprintf(w->msg, sizeof w->msg, "lanes of warp %u diverged: lane %u at %s:%d, lane %u at %s:%d", w->id, a, fa,
+             A.line, b, B.file ? B.file : "?", B.line);
+  } else if (!unread) {
+    snprintf(w->msg, sizeof w->msg, "lanes of warp %u diverged: lane %u at %s:%d", w->id, a, fa, A.line);
   }
   for (unsigned u = w->used; u; u &= u - 1) complete(w, (unsigned)__builtin_ctz(u), true);
 }
@@ -582,6 +596,7 @@ inline bctx::fiber lane_main(Warp *w, unsigned lane, bctx::fiber &&caller) {
 /* Lane `lane` has returned: pass control to the next runnable lane, or to the host. */
 inline bctx::fiber lane_exit(Warp *w, unsigned lane) {
   w->live &= ~(1u << lane);
+  w->lanes[lane].diverged = false;
   if (w->used) settle_after_exit(w);
   unsigned run = w->live & ~w->blocked;
   if (!run && w->live) {
@@ -921,7 +936,8 @@ inline int __mw_sim_diverged(void) {
   L.diverged = false;
   return d;
 }
-/* "lanes of warp W diverged: lane A at site:line, lane B at site:line", or "" if none so far. */
+/* "lanes of warp W diverged: lane A at site:line, lane B at site:line" for the first divergence
+ * not yet read (through __mw_sim_diverged) by every lane; "" if the warp never diverged. */
 inline const char *__mw_sim_divergence_msg(void) {
   mw_sim::Warp *w = mw_sim::tls_warp;
   return w ? w->msg : "";

@@ -321,6 +321,35 @@ static void k_diverge(void *) {
   CHECK_EQ(__mw_sim_diverged(), 0);
 }
 
+// a second divergence before the first is read keeps the first message; after it is read, a
+// new one replaces it
+static int g_l[6];
+static std::string g_first[32], g_third[32];
+static void k_diverge_twice(void *) {
+  unsigned lane = threadIdx.x;
+  if (lane == 0) {
+    g_l[0] = __LINE__; __ballot_sync(FULL, 1);
+  } else {
+    g_l[1] = __LINE__; __reduce_add_sync(FULL, 1u);
+  }
+  if (lane == 5) {
+    g_l[2] = __LINE__; __shfl_sync(FULL, 1, 0);
+  } else {
+    g_l[3] = __LINE__; __syncwarp();
+  }
+  g_div[lane] = __mw_sim_diverged();
+  g_div_again[lane] = __mw_sim_diverged();
+  g_first[lane] = __mw_sim_divergence_msg();
+  __syncwarp(); // every lane has read it
+  if (lane == 9) {
+    g_l[4] = __LINE__; __syncwarp();
+  } else {
+    g_l[5] = __LINE__; __any_sync(FULL, 1);
+  }
+  CHECK_EQ(__mw_sim_diverged(), 1);
+  g_third[lane] = __mw_sim_divergence_msg();
+}
+
 // lanes 0..15 wait for everyone while 16..31 wait only for each other at another barrier
 static void k_diverge_exit(void *) {
   unsigned lane = threadIdx.x;
@@ -343,6 +372,18 @@ static void test_divergence() {
   CHECK(g_msgs[0] == want);
   CHECK(g_msgs[31] == want);
   if (g_msgs[0] != want) fprintf(stderr, "  got  %s\n  want %s\n", g_msgs[0].c_str(), want);
+  run_ok(k_diverge_twice, nullptr);
+  all = 1;
+  for (int i = 0; i < 32; i++) all &= g_div[i] == 1 && g_div_again[i] == 0;
+  CHECK(all);
+  snprintf(want, sizeof want, "lanes of warp 0 diverged: lane 0 at %s:%d, lane 1 at %s:%d", __FILE__, g_l[0],
+           __FILE__, g_l[1]);
+  CHECK(g_first[0] == want && g_first[31] == want);
+  if (g_first[0] != want) fprintf(stderr, "  got  %s\n  want %s\n", g_first[0].c_str(), want);
+  snprintf(want, sizeof want, "lanes of warp 0 diverged: lane 0 at %s:%d, lane 9 at %s:%d", __FILE__, g_l[5],
+           __FILE__, g_l[4]);
+  CHECK(g_third[0] == want && g_third[9] == want);
+  if (g_third[0] != want) fprintf(stderr, "  got  %s\n  want %s\n", g_third[0].c_str(), want);
   memset(g_div, 0, sizeof g_div);
   run_ok(k_diverge_exit, nullptr);
   all = 1;
