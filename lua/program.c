@@ -179,13 +179,17 @@ static int task_call(lua_State *L) {
   return spawn(L, t, 2, 0, 1, NULL);
 }
 
-/* task:bulk(n, ...): n instances; n is argument #1, the parameters follow from #2. */
+/* task:bulk(n, ...): n instances; n is argument #1, the parameters follow from #2 (numbered
+ * as the call reads, whether or not it is written with a colon). */
 static int task_bulk(lua_State *L) {
   mwl_task *t = mwl_check_task(L, 1);
-  lua_Number n = luaL_checknumber(L, 2);
+  lua_Number n;
+  if (lua_type(L, 2) != LUA_TNUMBER) return type_error(L, 1, "bulk", "number", 2);
+  n = lua_tonumber(L, 2);
   if (!(n >= 1 && n <= 4294967295.0 && n == (lua_Number)(uint32_t)n))
-    return luaL_argerror(L, 2, lua_pushfstring(L, "instance count must be an integer in "
-                                                  "1..4294967295, got %s", lua_tostring(L, 2)));
+    return arg_error(L, 1, "bulk",
+                     lua_pushfstring(L, "instance count must be an integer in 1..4294967295, "
+                                        "got %s", lua_tostring(L, 2)));
   return spawn(L, t, 3, (uint32_t)n, 2, "bulk");
 }
 

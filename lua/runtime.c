@@ -342,13 +342,23 @@ static int l_stats(lua_State *L) {
 
 /* ---- fields and methods ---- */
 
-/* __index: `backend` is a field (readable after close); the rest are methods. */
+/* __index: `backend` and `faulted` are fields, readable after close; the rest are methods.
+ * faulted is false, or the code ("EFAULT") of the fault that broke the runtime: a faulted
+ * runtime fails whatever it is asked and must be closed. */
 static int l_index(lua_State *L) {
   mwl_runtime *r = *to_box(L, 1);
   const char *key = lua_tostring(L, 2);
   if (key != NULL && strcmp(key, "backend") == 0) {
     if (r == NULL) return 0;
     lua_pushstring(L, r->backend);
+    return 1;
+  }
+  if (key != NULL && strcmp(key, "faulted") == 0) {
+    int f = r != NULL && r->rt != NULL ? mw_runtime_faulted(r->rt) : 0;
+    if (f == 0)
+      lua_pushboolean(L, 0);
+    else
+      lua_pushstring(L, mw_err_name(f));
     return 1;
   }
   lua_pushvalue(L, 2);

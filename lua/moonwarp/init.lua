@@ -29,7 +29,7 @@
 -- as Lua numbers, exact up to 2^53.
 --
 -- Objects:
---   runtime  rt.backend, rt:compile(src [, chunkname]), rt:compile_file(path),
+--   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname]), rt:compile_file(path),
 --            rt:buffer(type, n), rt:stats(), rt:close()
 --   program  prog.<task>, prog:task(name), prog:tasks()
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
