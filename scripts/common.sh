@@ -87,12 +87,20 @@ mw_ensure_packages() {
   return 0
 }
 
-# Configures (once) and builds the project.
+# Configures (once) and builds the project; the output goes to build.log in the build
+# directory and is shown only when the build fails.
 mw_build() {
-  if [ ! -f "$MW_BUILD_DIR/CMakeCache.txt" ]; then
-    cmake -S "$MW_ROOT" -B "$MW_BUILD_DIR" -DCMAKE_BUILD_TYPE="$MW_BUILD_TYPE" >&2 || return 1
+  local log
+  mkdir -p "$MW_BUILD_DIR" || return 1
+  log="$MW_BUILD_DIR/build.log"
+  if { [ -f "$MW_BUILD_DIR/CMakeCache.txt" ] ||
+       cmake -S "$MW_ROOT" -B "$MW_BUILD_DIR" -DCMAKE_BUILD_TYPE="$MW_BUILD_TYPE"; } >"$log" 2>&1 &&
+     cmake --build "$MW_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 4)" >>"$log" 2>&1; then
+    return 0
   fi
-  cmake --build "$MW_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 4)" >&2
+  tail -n 60 "$log" >&2
+  mw_log "build failed (full log: $log)"
+  return 1
 }
 
 # LUA_PATH/LUA_CPATH: the module from the build tree first, then whatever was set, then
