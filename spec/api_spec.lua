@@ -456,12 +456,76 @@ support.each_backend(function(backend)
     assert.truthy(s.tasks.fib.completed >= 21891) -- fib(20) alone runs 21891 tasks
   end)
 
-  it("reports a compile error at the user's file and line", function()
-    local p, err, code = rt:compile(BAD_SOURCE, "bad_tasks.cu")
-    assert.is_nil(p)
-    assert.equals("ECOMPILE", code)
-    assert.is_string(err)
-    assert.truthy(err:find("bad_tasks.cu:3", 1, true) or err:find("bad_tasks.cu(3)", 1, true), err)
+  describe("compile errors", function()
+    -- The core puts #line directives in the generated source, so the compiler names the
+    -- user's file and line: "file:3:" (gcc, parser) or "file(3)" (NVRTC).
+    local function names_line(err, file, line)
+      return err:find(file .. ":" .. line, 1, true) or err:find(file .. "(" .. line .. ")", 1, true)
+    end
+
+    it("name the user's file and line (compiler error)", function()
+      local p, err, code = rt:compile(BAD_SOURCE, "bad_tasks.cu")
+      assert.is_nil(p)
+      assert.equals("ECOMPILE", code)
+      assert.is_string(err)
+      assert.truthy(names_line(err, "bad_tasks.cu", 3), err)
+    end)
+
+    it("name the user's file and line (malformed task declaration)", function()
+      local src = "task int good(int x) { return x; }\n\ntask int bad(int x { return x; }\n"
+      local p, err, code = rt:compile(src, "@decl.cu")
+      assert.is_nil(p)
+      assert.equals("ECOMPILE", code)
+      assert.truthy(names_line(err, "decl.cu", 3), err)
+      assert.falsy(err:find("@decl.cu", 1, true), err)
+    end)
+
+    it("name the calling script's line for a source given without a chunkname", function()
+      local line = debug.getinfo(1, "l").currentline + 3 -- the line of 'broken' below
+      local p, err, code = rt:compile([[
+task int fine(int x) { return x; }
+task int broken(int x) { return x +; }
+]])
+      assert.is_nil(p)
+      assert.equals("ECOMPILE", code)
+      assert.truthy(names_line(err, "api_spec.lua", line), err)
+    end)
+
+    it("of rt:compile_file name the file", function()
+      local path = os.tmpname()
+      local f = assert(io.open(path, "w"))
+      f:write("task int ok(int x) { return x; }\ntask int nope(int x) { return x +; }\n")
+      f:close()
+      local p, err, code = rt:compile_file(path)
+      os.remove(path)
+      assert.is_nil(p)
+      assert.equals("ECOMPILE", code)
+      assert.truthy(names_line(err, path, 2), err)
+    end)
+
+    it("rt:compile_file of a missing file returns nil, message, EIO", function()
+      local p, err, code = rt:compile_file("/nonexistent/tasks.cu")
+      assert.is_nil(p)
+      assert.equals("EIO", code)
+      assert.truthy(err:find("/nonexistent/tasks.cu", 1, true), err)
+    end)
+
+    it("leave the runtime usable", function()
+      assert.is_nil((rt:compile(BAD_SOURCE, "bad_tasks.cu")))
+      assert.equals(55, prog.fib(10):await())
+    end)
+  end)
+
+  it("compiles a file with rt:compile_file", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(SMALL_SOURCE)
+    f:close()
+    local p, err = rt:compile_file(path)
+    os.remove(path)
+    assert(p, err)
+    assert.equals(path, p.add.file)
+    assert.equals(7, p.add(3, 4):await())
   end)
 
   it("reclaims host futures that only garbage holds", function()
