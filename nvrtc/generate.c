@@ -114,7 +114,7 @@ static void put_task_body(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::body(mw_ctx *_c) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  switch (_c->hdr->resume) {\n  case 0:;",
+                "  (void)lane;\n  (void)index;\n  switch (_c->resume) {\n  case 0:;",
                 t->name, t->name);
   put_line(b, t->body_line, p->file);
   /* pad to the brace's column so that column numbers match too */
@@ -181,12 +181,12 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
       if (t->ret == MW_T_VOID)
         mw__sb_printf(&b,
                       "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
-                      "fr.body(c); break; }\n",
+                      "__syncwarp(); fr.body(c); break; }\n",
                       t->kind, i, t->name, i, t->name);
       else
         mw__sb_printf(&b,
                       "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
-                      "auto r = fr.body(c); mw_store_result(c, r); break; }\n",
+                      "__syncwarp(); auto r = fr.body(c); mw_store_result(c, r); break; }\n",
                       t->kind, i, t->name, i, t->name);
     }
   mw__sb_puts(&b,

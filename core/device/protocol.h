@@ -169,9 +169,12 @@ typedef struct mw_comp_cell {
 
 /* ---- control block (pinned) ---------------------------------------------------------------
  * stop: host-release 1 to ask every worker to finish its current task, hand its queued work
- *   to the global queue and exit. Workers read it with a volatile load at the top of the loop.
- * heartbeat: worker 0 sys-stores a growing count while it runs (idle or busy): the host
- *   watchdog reads it to say whether the executor is alive.
+ *   to the global queue and exit. Only the pollers (workers below MW_POLLERS) read host memory
+ *   while idle; the first to see stop copies it to mw_state.stop in device memory, which every
+ *   worker reads (hundreds of warps polling across the bus would queue every host read
+ *   behind theirs: measured as millisecond round trips).
+ * heartbeat: the pollers sys-store the global timer while idle and every worker after each
+ *   4096th task: the host watchdog reads it to say whether the executor is alive.
  * exited: each worker atomically increments when it leaves; the host waits for all (or for
  *   the kernel to finish) before it relaunches.
  * trace_on: host-release 1 to record task starts and ends (reserved). */
@@ -242,6 +245,8 @@ typedef struct mw_state {
   mw_u64 inbox_head;   /* next inbox ticket to take */
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
+  mw_u32 stop;         /* device copy of ctl->stop, set by the first worker that sees it */
+  mw_u32 pad2;
   mw_u64 t0;           /* globaltimer at the first launch */
 } mw_state;
 

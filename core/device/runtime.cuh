@@ -56,6 +56,7 @@ struct mw_ctx {
   mw_frame_hdr *hdr; /* its header */
   mw_u8 *home;       /* its payload in device memory; the body runs on a per-lane copy */
   mw_u32 index;      /* bulk instance index, 0 for plain tasks */
+  mw_u32 resume;     /* resume point, read by every lane before any lane runs the body */
   mw_u32 bulk;       /* 1 while running a bulk instance */
   int status;        /* MW_RUN_* set by the body's exits */
   int fail_code;
@@ -788,7 +789,7 @@ __device__ mw_u32 mw_next(mw_ctx *c, mw_u32 idle) {
   }
   f = mw_bcast(f);
   if (f != MW_NONE) return f;
-  if (c->wid < MW_POLLERS || (idle & 15) == 15) {
+  if (c->wid < MW_POLLERS || (idle & 1023) == 1023) {
     f = mw_take_inbox(c);
     if (f != MW_NONE) return f;
   }
@@ -820,7 +821,8 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   c->value = 0;
   __threadfence();
   mw_u32 kind = c->hdr->kind;
-  mw_dispatch(c, kind);
+  c->resume = c->hdr->resume;
+  mw_dispatch(c, kind); /* copies the frame, __syncwarp(), runs the body */
 #ifdef MW_SIM
   if (__mw_sim_diverged()) mw_fail(c, MW_FAIL_DIVERGED, __mw_sim_divergence_msg());
 #endif
@@ -860,6 +862,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     mw_u32 failed = 0;
     for (mw_u32 k = i; k < end; ++k) {
       c->index = k;
+      c->resume = 0;
       c->status = MW_RUN_DONE;
       c->fail_fut = 0;
       mw_dispatch(c, kind);
@@ -925,15 +928,18 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= st->nworkers) return;
   c.w = &st->workers[c.wid];
   c.bulk = 0;
-  mw_u32 idle = 0, nap = 32, since_beat = 0;
+  mw_u32 idle = 0, nap = 32, tasks = 0;
+  bool poller = c.wid < MW_POLLERS;
   for (;;) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
-      stop = st->ctl->stop;
-      if (++since_beat >= 256) {
-        since_beat = 0;
-        st->ctl->heartbeat = MW_GLOBALTIMER();
+      stop = mw_ld32(&st->stop);
+      /* host memory only from pollers, and only when idle */
+      if (!stop && idle && (poller || (idle & 1023) == 1023) && st->ctl->stop) {
+        stop = 1;
+        mw_st32(&st->stop, 1);
       }
+      if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
     if (mw_bcast(stop)) break;
     mw_u32 f = mw_next(&c, idle);
@@ -946,6 +952,7 @@ __device__ void mw_executor(mw_state *st) {
     }
     idle = 0;
     nap = 32;
+    if (c.lane == 0 && (++tasks & 4095) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     if (mw_frame(st, f)->flags & MW_FR_BULK)
       mw_run_bulk(&c, f);
     else

@@ -290,6 +290,9 @@ static int stop_executor(mw_runtime *rt, double deadline) {
 static int start_executor(mw_runtime *rt) {
   rt->ctl->stop = 0;
   rt->ctl->exited = 0;
+  uint32_t zero = 0;
+  int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &zero, 4);
+  if (rz) return rz;
   rt->state.nworkers = rt->nworkers;
   /* only the host-owned fields: the counters in mw_state belong to the device */
   int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
