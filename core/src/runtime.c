@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "jit.h"
 #include "util.h"
 
 #define DEFAULT_CAPACITY_CUDA (1u << 20)
@@ -809,4 +810,45 @@ MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4])
   }
   free(rows);
   return 0;
+}
+
+/* ---- compiling without a runtime --------------------------------------------------------- */
+
+MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
+                            void **out_cubin, size_t *out_size, char **out_log) {
+  *out_cubin = NULL;
+  *out_size = 0;
+  if (out_log) *out_log = NULL;
+  int sm = 90;
+  if (arch && (sscanf(arch, "sm_%d", &sm) != 1 || sm < 70)) {
+    mw__set_error("arch '%s' is not of the form sm_XY (sm_70 or newer)", arch);
+    return MW_EINVAL;
+  }
+  char err[1024];
+  int rc = mw__nvrtc_load(err, sizeof err);
+  if (rc) {
+    mw__set_error_str(err);
+    return rc;
+  }
+  mw__parsed p;
+  if ((rc = mw__parse(source, filename, 1, &p, err, sizeof err))) {
+    if (out_log) *out_log = mw__strdup(err);
+    mw__set_error_str(err);
+    return rc;
+  }
+  for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
+  mw__parsed *list[1] = {&p};
+  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES};
+  char *gen = mw__generate(list, 1, &go);
+  mw__parsed_free(&p);
+  if (!gen) return MW_ENOMEM;
+  int is_cubin = 0;
+  char *log = NULL;
+  const char *opts[] = {"-DMW_CUDA=1"};
+  rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, 1, out_cubin, out_size, &is_cubin, &log);
+  free(gen);
+  if (rc) mw__set_error_str(log ? log : "NVRTC failed");
+  if (out_log) *out_log = log;
+  else free(log);
+  return rc;
 }
