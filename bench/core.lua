@@ -16,6 +16,7 @@ task long chain(int n) {
     f = spawn(step, i);
     await(f);
     s += (long)value(f);
+    release(f);
   }
   return s;
 }

@@ -24,6 +24,6 @@ timeout 60 ./build-gpu/hello_host 20
 step "examples on cuda"
 for e in fib pipeline fanout; do timeout 60 luajit examples/$e.lua || echo "FAILED: $e"; done
 step "#gpu specs"
-timeout 400 luajit /tmp/lua-root/usr/bin/busted -o spec/output/summary.lua --tags=gpu ${SPEC_ARGS:-} 2>&1 | tee "$out/specs.txt"
+timeout 300 luajit /tmp/lua-root/usr/bin/busted -o spec/output/summary.lua --tags=gpu ${SPEC_ARGS:-} 2>&1 | tee "$out/specs.txt"
 step bench
 for b in ${BENCH:-bench/core.lua}; do timeout 200 luajit "$b" 2>&1 | tee -a "$out/bench.txt"; done

@@ -83,7 +83,7 @@ enum mw_fail_code {
   MW_FAIL_CANCELLED = -9     /* an awaited child was cancelled */
 };
 
-#define MW_MSG_BYTES 48
+#define MW_MSG_BYTES 96
 
 typedef struct mw_slot {
   mw_u64 ctl;     /* see above; all changes by atomicCAS / atomicExch */
@@ -97,7 +97,7 @@ typedef struct mw_slot {
   mw_u32 frame;   /* producer's frame index + 1 while the task exists, else 0 */
   mw_u32 pad;
   char msg[MW_MSG_BYTES]; /* failure message, NUL-terminated */
-} mw_slot;            /* 96 bytes */
+} mw_slot;            /* 144 bytes */
 
 /* ---- frames (device memory) --------------------------------------------------------------
  * A frame is the whole state of one task: this header, then the task's parameters and
@@ -165,27 +165,26 @@ typedef struct mw_comp_cell {
   mw_i32 code;
   mw_u32 kind;
   char msg[MW_MSG_BYTES];
-} mw_comp_cell; /* 88 bytes */
+} mw_comp_cell; /* 136 bytes */
 
 /* ---- control block (pinned) ---------------------------------------------------------------
- * stop: host-release 1 to ask every worker to finish its current task, hand its queued work
- *   to the global queue and exit. Only the pollers (workers below MW_POLLERS) read host memory
- *   while idle; the first to see stop copies it to mw_state.stop in device memory, which every
- *   worker reads (hundreds of warps polling across the bus would queue every host read
- *   behind theirs: measured as millisecond round trips).
+ * Stopping: the host writes mw_state.stop = 1 into device memory (a copy on a stream of its
+ *   own, which does not wait for the executor); every worker reads it with a volatile load at
+ *   the top of its loop, finishes nothing more, hands its queued work to the global queue and
+ *   exits. Host memory is read only by the few pollers (hundreds of warps polling across the
+ *   bus queue every host read behind theirs: measured as millisecond round trips).
  * heartbeat: the pollers sys-store the global timer while idle and every worker after each
  *   4096th task: the host watchdog reads it to say whether the executor is alive.
  * exited: each worker atomically increments when it leaves; the host waits for all (or for
  *   the kernel to finish) before it relaunches.
  * trace_on: host-release 1 to record task starts and ends (reserved). */
 typedef struct mw_control {
-  volatile mw_u32 stop;
   volatile mw_u32 exited;
   volatile mw_u64 heartbeat;
   volatile mw_u32 fault;      /* device-detected fault, a mw_fail_code; 0 = none */
   volatile mw_u32 fault_kind; /* kind id that caused it */
   volatile mw_u32 trace_on;
-  mw_u32 pad;
+  mw_u32 pad[2];
 } mw_control;
 
 /* ---- per-worker state (device memory) -----------------------------------------------------
@@ -245,7 +244,7 @@ typedef struct mw_state {
   mw_u64 inbox_head;   /* next inbox ticket to take */
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
-  mw_u32 stop;         /* device copy of ctl->stop, set by the first worker that sees it */
+  mw_u32 stop;         /* written by the host (see Stopping above) */
   mw_u32 pad2;
   mw_u64 t0;           /* globaltimer at the first launch */
 } mw_state;

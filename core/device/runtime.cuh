@@ -63,6 +63,7 @@ struct mw_ctx {
   mw_u64 value;      /* result bits */
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
+  char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
@@ -331,9 +332,25 @@ __device__ void mw_fail(mw_ctx *c, int code, const char *msg) {
   c->fail_fut = 0;
 }
 
+/* "<what> with different arguments per lane at line <line>" into c->msgbuf */
+__device__ const char *mw_divergence_msg(mw_ctx *c, const char *what, int line) {
+  char *m = c->msgbuf;
+  int n = 0;
+  const char *parts[] = {what, " with different arguments per lane at line "};
+  for (int p = 0; p < 2; ++p)
+    for (const char *s = parts[p]; *s && n < 50; ++s) m[n++] = *s;
+  char digits[12];
+  int k = 0;
+  unsigned v = line > 0 ? (unsigned)line : 0u;
+  do { digits[k++] = (char)('0' + v % 10); v /= 10; } while (v && k < 11);
+  while (k && n < 63) m[n++] = digits[--k];
+  m[n] = 0;
+  return m;
+}
+
 __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
   if (MW_CONVERGE(what, line, key)) {
-    mw_fail(c, MW_FAIL_DIVERGED, "lanes diverged at a warp-collective call");
+    mw_fail(c, MW_FAIL_DIVERGED, mw_divergence_msg(c, what, line));
     return true;
   }
   return false;
@@ -661,7 +678,7 @@ __device__ bool mw_failed_of(mw_ctx *c, future f) {
 __device__ void mw_store_bits(mw_ctx *c, mw_u64 bits) {
   if (c->status != MW_RUN_DONE) return;
   if (MW_CONVERGE("return", 0, bits)) {
-    mw_fail(c, MW_FAIL_DIVERGED, "lanes returned different values");
+    mw_fail(c, MW_FAIL_DIVERGED, "lanes returned different values (a task returns one value)");
     return;
   }
   c->value = bits;
@@ -683,11 +700,28 @@ __device__ void mw_store_result(mw_ctx *c, double r) {
 __device__ void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
 __device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
 
+/* release(f): the running task gives up a child future it owns before it finishes (children
+ * are otherwise released when their parent finishes), so a loop of spawns holds one slot, not
+ * one per iteration. f must not be used afterwards. Collective. */
+__device__ void mw_release(mw_ctx *c, future f) {
+  if (c->lane == 0 && f.h && f.h != MW_FUT_NOSLOT) {
+    mw_u32 s = MW_FUT_SLOT(f.h);
+    mw_u32 *link = &c->hdr->children;
+    while (*link && *link != s + 1) link = &c->st->slots[*link - 1].sibling;
+    if (*link) { /* one of ours: unlink and drop the owner's reference */
+      *link = c->st->slots[s].sibling;
+      mw_slot_unref(c, s);
+    }
+  }
+  __syncwarp();
+}
+
 /* ---- what task bodies write --------------------------------------------------------------- */
 #define spawn(task, ...) mw_spawn__##task(_c, __LINE__, ##__VA_ARGS__)
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, __LINE__, (n), ##__VA_ARGS__)
 #define value(f) mw_value_of(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
+#define release(f) mw_release(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
 #define MW_AWAIT_(k, ...)                                                                 \
   do {                                                                                    \
@@ -934,11 +968,6 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
-      /* host memory only from pollers, and only when idle */
-      if (!stop && idle && (poller || (idle & 1023) == 1023) && st->ctl->stop) {
-        stop = 1;
-        mw_st32(&st->stop, 1);
-      }
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
     if (mw_bcast(stop)) break;

@@ -160,7 +160,7 @@ typedef struct mw_result {
   mw_type type; /* type of value */
   mw_value value;
   int code;          /* task failure code */
-  char message[96];  /* "fib: message" for failures */
+  char message[128]; /* "fib: message" for failures */
 } mw_result;
 
 /* args: one mw_value per parameter, read as the parameter's type (integers in .i or .u,

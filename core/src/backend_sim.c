@@ -226,7 +226,8 @@ static void *warp_main(void *arg) {
     }
     pthread_mutex_unlock(&be->lock);
     /* the other warps cannot finish tasks that waited on this one: stop them all */
-    atomic_store_explicit((_Atomic uint32_t *)&be->rt->ctl->stop, 1u, memory_order_release);
+    atomic_store_explicit((_Atomic uint32_t *)&((mw_state *)(uintptr_t)be->rt->state_dev)->stop, 1u,
+                          memory_order_release);
   }
   atomic_fetch_sub(&be->live, 1);
   return NULL;
@@ -255,7 +256,8 @@ static int sim_launch(mw_runtime *rt) {
     be->threads[i].warp = i;
     if (pthread_create(&be->threads[i].tid, NULL, warp_main, &be->threads[i])) {
       /* stop those already started */
-      atomic_store_explicit((_Atomic uint32_t *)&rt->ctl->stop, 1u, memory_order_release);
+      atomic_store_explicit((_Atomic uint32_t *)&((mw_state *)(uintptr_t)rt->state_dev)->stop, 1u,
+                            memory_order_release);
       atomic_fetch_sub(&be->live, (int)(rt->nworkers - i));
       be->nthreads = i;
       join_threads(be);

@@ -272,11 +272,13 @@ static void mark_fault(mw_runtime *rt, int code) {
 /* Asks the executor to stop and waits up to deadline seconds. 0 when it stopped. */
 static int stop_executor(mw_runtime *rt, double deadline) {
   if (!rt->running && !rt->faulted) return 0;
-  atomic_store_explicit((_Atomic uint32_t *)&rt->ctl->stop, 1u, memory_order_release);
+  uint32_t one = 1, zero = 0;
+  if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &one, 4);
   int rc = rt->ops->quiesce(rt, deadline);
   if (rc == MW_ETIMEDOUT) {
-    mw__rt_error(rt, "the executor did not stop within %.1f s (a task that never returns?)",
-                 deadline);
+    /* a task still runs: let the workers that remain carry on with the old image */
+    if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &zero, 4);
+    mw__rt_error(rt, "the executor did not stop within %.1f s: a task is still running", deadline);
     return rc;
   }
   rt->running = 0;
@@ -289,7 +291,6 @@ static int stop_executor(mw_runtime *rt, double deadline) {
 }
 
 static int start_executor(mw_runtime *rt) {
-  rt->ctl->stop = 0;
   rt->ctl->exited = 0;
   uint32_t zero = 0;
   int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &zero, 4);
@@ -308,7 +309,11 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   if (!rt) return MW_EINVAL;
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
-  if (rc == MW_ETIMEDOUT) rt->ops->abandon(rt);
+  if (rc == MW_ETIMEDOUT) {
+    uint32_t one = 1; /* nothing may run once the task returns */
+    rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &one, 4);
+    rt->ops->abandon(rt);
+  }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
   while (rt->buffers) mw_buffer_free(rt->buffers);
   for (int i = 0; i < rt->nprogs; ++i) {

@@ -1,0 +1,195 @@
+-- executor_spec.lua - the executor under load and under failure, on every backend: bulk tasks,
+-- device-side capacity exhaustion, device faults, loading programs while tasks are in flight,
+-- statistics; and what only the sim backend can check (lanes that diverge).
+local mw = require "moonwarp"
+local support = require "spec.support"
+
+local SOURCE = [[
+task int leaf(int x) { return x; }
+// waits for *flag, at most about a second (so a runtime that faulted can still stop)
+task int hold(int *flag) {
+  long long t0 = clock64();
+  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL) {
+  }
+  return *(volatile int *)flag;
+}
+task int overspawn(int *flag, int n) {
+  local future f;
+  local int i, failures;
+  failures = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(hold, flag);
+    if (failed(f)) failures++;
+  }
+  return failures;
+}
+task void fill(int *x, int n) {
+  for (int i = index * 64 + lane; i < n && i < (int)(index + 1) * 64; i += 32) x[i] = i + 1;
+}
+task long fill_and_sum(int *x, int n) {
+  local future f;
+  local long s;
+  local int i;
+  f = spawn_bulk(fill, (n + 63) / 64, x, n);
+  await(f);
+  s = 0;
+  for (i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+task long chain(int n) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(leaf, i);
+    await(f);
+    s += (long)value(f);
+    release(f);
+  }
+  return s;
+}
+task void oob(int *p) { p[1L << 40] = 1; }
+task void trap(int x) { if (x) __trap(); }
+]]
+
+support.each_backend(function(backend)
+  describe("runs", function()
+    local rt, prog
+    setup(function()
+      rt = support.runtime(backend)
+      prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+    end)
+    teardown(function() rt:close() end)
+
+    it("a bulk task from the host runs every instance once", function()
+      local n = 1000
+      local x = rt:buffer("int32", n)
+      x:write((function() local t = {} for i = 1, n do t[i] = -1 end return t end)())
+      assert.is_nil(prog.fill:bulk(math.ceil(n / 64), x, n):await())
+      local got = x:read()
+      for i = 1, n do assert.equals(i, got[i]) end
+      x:close()
+    end)
+
+    it("a task spawns a bulk task, awaits it and reads what it wrote", function()
+      local n = 777
+      local x = rt:buffer("int32", n)
+      assert.equals(n * (n + 1) / 2, prog.fill_and_sum(x, n):await())
+      x:close()
+    end)
+
+    it("a chain of dependent device spawns and awaits", function()
+      assert.equals(499500, prog.chain(1000):await())
+    end)
+
+    it("counts tasks in rt:stats()", function()
+      local before = rt:stats()
+      prog.chain(100):await()
+      local after = rt:stats()
+      assert.is_true(after.completed - before.completed >= 101)
+      assert.is_true(after.spawned - before.spawned >= 101)
+      assert.equals(0, after.failed - before.failed)
+      assert.equals(0, after.in_flight)
+    end)
+
+    it("loads another program while tasks are in flight, losing nothing", function()
+      local pending = {}
+      for i = 1, 8 do pending[i] = prog.chain(200 + i) end
+      local more = support.compile(rt, "task int triple(int x) { return 3 * x; }", "more.cu")
+      assert.equals(21, more.triple(7):await())
+      for i = 1, 8 do
+        local n = 200 + i
+        assert.equals(n * (n - 1) / 2, pending[i]:await(30))
+      end
+      assert.equals(42, prog.leaf(42):await())
+    end)
+  end)
+
+  describe("capacity", function()
+    it("a device spawn past capacity yields a failed future; the runtime keeps working", function()
+      local rt = support.runtime(backend, { capacity = 64 })
+      local prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+      local flag = rt:buffer("int32", 1)
+      flag:write { 0 }
+      local f = prog.overspawn(flag, 200)
+      local failures = f:await(30)
+      assert.is_true(failures >= 200 - 64 and failures < 200, tostring(failures))
+      flag:write { 1 }
+      -- the held children finish; then every frame is free again
+      local t0 = mw.now()
+      repeat
+        local s = rt:stats()
+      until s.spawned == s.completed + s.failed or mw.now() - t0 > 30
+      assert.equals(499500, prog.chain(1000):await(30))
+      rt:close()
+    end)
+  end)
+
+  describe("faults", function()
+    local cases = {
+      { task = "oob", what = "an out-of-bounds write" },
+      { task = "trap", what = "a trap" },
+    }
+    for _, case in ipairs(cases) do
+      it(case.what .. " fails every pending await; close returns; a new runtime works", function()
+        local rt = support.runtime(backend)
+        local prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+        local flag = rt:buffer("int32", 1)
+        flag:write { 0 }
+        local waiting = prog.hold(flag)
+        local arg = case.task == "oob" and flag or 1
+        local bad = prog[case.task](arg)
+        local t0 = mw.now()
+        local err = support.error_of(bad.await, bad, 30)
+        assert.truthy(err and err:find("fault", 1, true), err)
+        local err2 = support.error_of(waiting.await, waiting, 30)
+        assert.truthy(err2 and err2:find("fault", 1, true), err2)
+        assert.is_true(mw.now() - t0 < 30)
+        assert.truthy(rt.faulted)
+        rt:close()
+        local rt2 = support.runtime(backend)
+        local prog2 = support.compile(rt2, SOURCE, "executor_tasks.cu")
+        assert.equals(4950, prog2.chain(100):await(30))
+        rt2:close()
+      end)
+    end
+  end)
+end)
+
+describe("sim checks what hardware cannot", function()
+  local rt
+  setup(function() rt = support.runtime("sim") end)
+  teardown(function() rt:close() end)
+
+  local cases = {
+    { name = "a spawn whose arguments differ between lanes",
+      src = "task int leaf(int x) { return x; }\n"
+        .. "task int t(int u) {\n  local future f;\n  f = spawn(leaf, lane);\n"
+        .. "  await(f);\n  return value(f);\n}\n",
+      want = "t: spawn with different arguments per lane at line 4" },
+    { name = "lanes that reach different collectives",
+      src = "task int leaf(int x) { return x; }\n"
+        .. "task int t(int u) {\n  local future f;\n  if (lane < 16)\n    f = spawn(leaf, 1);\n"
+        .. "  else\n    __syncwarp();\n  return 0;\n}\n",
+      want = "diverged" },
+    { name = "lanes that return different values",
+      src = "task int t(int u) { return lane; }\n",
+      want = "t: lanes returned different values" },
+  }
+  for _, case in ipairs(cases) do
+    it("fails the task on " .. case.name, function()
+      local prog = support.compile(rt, case.src, "diverge.cu")
+      local err = support.error_of(function() return prog.t(0):await(30) end)
+      assert.truthy(err and err:find(case.want, 1, true), err)
+    end)
+  end
+
+  it("names the lines where lanes diverged", function()
+    local prog = support.compile(rt, "task int leaf(int x) { return x; }\n"
+      .. "task int t(int u) {\n  local future f;\n  if (lane < 16)\n    f = spawn(leaf, 1);\n"
+      .. "  else\n    __syncwarp();\n  return 0;\n}\n", "lines.cu")
+    local err = support.error_of(function() return prog.t(0):await(30) end)
+    assert.truthy(err and err:find("lines.cu:7", 1, true), err)
+  end)
+end)
