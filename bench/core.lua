@@ -4,7 +4,9 @@
 local mw = require "moonwarp"
 
 local backend = arg and arg[1]
-local rt = assert(mw.runtime { backend = backend })
+local workers = tonumber(arg and arg[2])
+if workers == 0 then workers = nil end
+local rt = assert(mw.runtime { backend = backend, workers = workers })
 local prog = assert(rt:compile [[
 task int nop() { return 1; }
 task int step(int i) { return i & 1; }
@@ -67,7 +69,8 @@ for _ = 1, 3 do
 end
 local tasks = 2 * fibn(n + 1) - 1
 
-print(("moonwarp core figures on %s, %s"):format(rt.backend, os.date("!%Y-%m-%d")))
+print(("moonwarp core figures on %s, %d workers, %s"):format(rt.backend, rt:stats().workers,
+  os.date("!%Y-%m-%d")))
 print(("%-44s %12s"):format("figure", "value"))
 print(("%-44s %9.2f us"):format("host spawn->await round trip, p50", p50))
 print(("%-44s %9.2f us"):format("host spawn->await round trip, p99", p99))

@@ -202,14 +202,18 @@ typedef struct mw_stat_row {
 } mw_stat_row;
 
 typedef struct mw_worker {
+  /* read by thieves: each on a cache line of its own, apart from the owner's private state */
   mw_u64 top;    /* thieves advance with atomicCAS */
+  mw_u64 pad_top[15];
   mw_u64 bottom; /* owner only writes */
+  mw_u64 pad_bottom[15];
+  mw_u32 buf[MW_DEQUE_CAP];
+  /* the owner's own */
   mw_u32 lifo;   /* next frame to run here, MW_NONE if none */
   mw_u32 nfree_frames, nfree_slots;
   mw_u32 rng;
   mw_u64 steals;
   mw_u64 idle_loops;
-  mw_u32 buf[MW_DEQUE_CAP];
   mw_u32 free_frames[MW_CACHE_CAP];
   mw_u32 free_slots[MW_CACHE_CAP];
 } mw_worker;

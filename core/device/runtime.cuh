@@ -34,6 +34,15 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 #define MW_CHECK_OFFSET(type, member, off) static_assert(true, "")
 #endif
 
+/* MW_FENCE orders this thread's accesses before and after it (release or acquire with the
+ * volatile/atomic access next to it). Where an order between a store and a later load of other
+ * threads' data is needed (the deque's owner and thieves), __threadfence() (SC) is used. */
+#ifdef MW_SIM
+#define MW_FENCE() __threadfence()
+#else
+#define MW_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+#endif
+
 #ifndef MW_POLLERS
 #define MW_POLLERS 4u
 #endif
@@ -110,7 +119,7 @@ __device__ mw_u32 mw_stack_pop(mw_u64 *head, mw_u32 *next) {
     mw_u32 nx = mw_ld32(&next[top - 1]);
     mw_u64 n = ((h >> 32) + 1) << 32 | nx;
     if (mw_cas64(head, h, n) == h) {
-      __threadfence();
+      MW_FENCE();
       return top - 1;
     }
   }
@@ -119,7 +128,7 @@ __device__ void mw_stack_push(mw_u64 *head, mw_u32 *next, mw_u32 i) {
   for (;;) {
     mw_u64 h = mw_ld64(head);
     mw_st32(&next[i], (mw_u32)h);
-    __threadfence(); /* the link before the head that publishes it */
+    MW_FENCE(); /* the link before the head that publishes it */
     mw_u64 n = ((h >> 32) + 1) << 32 | (mw_u64)(i + 1);
     if (mw_cas64(head, h, n) == h) return;
   }
@@ -155,7 +164,7 @@ __device__ void mw_slot_free(mw_ctx *c, mw_u32 s) {
 /* Drops one reference to a device slot; the last one frees it. Host slots are the host's. */
 __device__ void mw_slot_unref(mw_ctx *c, mw_u32 s) {
   if (s < c->st->host_slots) return;
-  __threadfence();
+  MW_FENCE();
   if (atomicSub(&c->st->slots[s].refs, 1u) == 1u) mw_slot_free(c, s);
 }
 
@@ -167,7 +176,7 @@ __device__ void mw_gq_push(mw_state *st, mw_u32 f) {
   mw_u64 i = t & (st->gq_cap - 1);
   while (mw_ld64(&st->gq_seq[i]) != t) __nanosleep(32); /* a slow consumer of t - cap */
   mw_st32(&st->gq[i], f);
-  __threadfence();
+  MW_FENCE();
   mw_st64(&st->gq_seq[i], t + 1);
 }
 __device__ mw_u32 mw_gq_pop(mw_state *st) {
@@ -180,9 +189,9 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
       continue;                      /* head moved on */
     }
     if (mw_cas64(&st->gq_head, t, t + 1) == t) {
-      __threadfence();
+      MW_FENCE();
       mw_u32 f = mw_ld32(&st->gq[i]);
-      __threadfence();
+      MW_FENCE();
       mw_st64(&st->gq_seq[i], t + st->gq_cap);
       return f;
     }
@@ -198,7 +207,7 @@ __device__ void mw_deque_push(mw_ctx *c, mw_u32 f) {
     return;
   }
   mw_st32(&w->buf[b % MW_DEQUE_CAP], f);
-  __threadfence(); /* the entry before bottom (pairs with the thief's fence after bottom) */
+  MW_FENCE(); /* the entry before bottom (pairs with the thief's fence after bottom) */
   mw_st64(&w->bottom, b + 1);
 }
 __device__ mw_u32 mw_deque_pop(mw_ctx *c) {
@@ -245,7 +254,7 @@ __device__ void mw_wake(mw_ctx *c, mw_u32 waiter, mw_u64 fut, mw_u32 status) {
     /* the first failed child is the one reported; written before the join decrement */
     mw_cas64(&wh->await_f[0], 0ull, fut);
   }
-  __threadfence();
+  MW_FENCE();
   if (atomicSub(&wh->join, 1u) == 1u) mw_make_runnable(c, waiter);
 }
 
@@ -271,7 +280,7 @@ __device__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
       mw_strcpy(sl->msg, msg, MW_MSG_BYTES, 0);
     }
   }
-  __threadfence(); /* the result before CLOSED (pairs with the awaiter's fence after it) */
+  MW_FENCE(); /* the result before CLOSED (pairs with the awaiter's fence after it) */
   mw_u64 old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
   mw_u32 word = (mw_u32)old;
   mw_u64 fut = MW_FUT_MAKE(s, gen);
@@ -421,7 +430,7 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
     for (mw_u32 i = c->lane; i * 4 < frame_payload; i += 32) dst[i] = i * 4 < args_bytes ? src[i] : 0u;
     __syncwarp();
     if (c->lane == 0) {
-      __threadfence();
+      MW_FENCE();
       if (bulk && bulk_n == 0) {
         /* nothing to run: complete now */
         mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
@@ -458,7 +467,7 @@ __device__ void mw_save_frame(mw_ctx *c, const void *local, mw_u32 bytes) {
  * is complete (the task goes on; a failure among them is handled by mw_after_await). */
 __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
-  __threadfence(); /* every lane's frame writes before lane 0 registers the waiter */
+  MW_FENCE(); /* every lane's frame writes before lane 0 registers the waiter */
   __syncwarp();
   if (c->bulk) {
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
@@ -472,7 +481,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
     h->await_f[0] = 0;
     h->join = n + 1;
     h->await_n = n;
-    __threadfence(); /* the frame (locals, resume point) before any registration */
+    MW_FENCE(); /* the frame (locals, resume point) before any registration */
     for (mw_u32 i = 0; i < n; ++i) {
       mw_u64 fh = fs[i].h;
       if (fh == 0 || fh == MW_FUT_NOSLOT) {
@@ -492,7 +501,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
         mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
         bool fresh = (og == g && w == MW_CTL_EMPTY) || (og + 1 == g && w == MW_CTL_CLOSED);
         if (og == g && w == MW_CTL_CLOSED) { /* already complete */
-          __threadfence();
+          MW_FENCE();
           if (sl->status != MW_ST_OK && !h->await_f[0]) h->await_f[0] = fh;
           ++done;
           break;
@@ -507,7 +516,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
         break;
       }
     }
-    __threadfence();
+    MW_FENCE();
     suspend = atomicSub(&h->join, done) != done;
   }
   suspend = mw_bcast(suspend);
@@ -520,7 +529,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
 __device__ bool mw_after_await(mw_ctx *c) {
   mw_u64 bad = 0;
   if (c->lane == 0) {
-    __threadfence();
+    MW_FENCE();
     bad = mw_ld64(&c->hdr->await_f[0]);
   }
   bad = mw_bcast64(bad);
@@ -646,7 +655,7 @@ __device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
       if ((mw_u32)(ctl >> 32) != MW_FUT_GEN(f.h) || (mw_u32)ctl != MW_CTL_CLOSED) {
         ok = 0;
       } else {
-        __threadfence();
+        MW_FENCE();
         v.bits = sl->value;
         v.rtype = sl->rtype;
       }
@@ -794,7 +803,7 @@ __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
     sl->frame = f + 1;
     sl->refs = 1;
     mw_stat(c, kind)->spawned++;
-    __threadfence();
+    MW_FENCE();
     if (kind >= st->nkinds) {
       mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
                        "no such task kind in the executor", 0);
@@ -853,7 +862,7 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   c->fail_msg = 0;
   c->fail_fut = 0;
   c->value = 0;
-  __threadfence();
+  MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
   mw_dispatch(c, kind); /* copies the frame, __syncwarp(), runs the body */
@@ -917,7 +926,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       }
     }
     if (c->lane == 0) {
-      __threadfence();
+      MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
         mw_slot *sl = &st->slots[MW_FUT_SLOT(h->fut)];
         mw_u32 s = MW_FUT_SLOT(h->fut), g = MW_FUT_GEN(h->fut);
@@ -935,7 +944,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     }
   }
   if (c->lane == 0) {
-    __threadfence();
+    MW_FENCE();
     if (atomicSub(&h->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
   }
   c->bulk = 0;

@@ -97,6 +97,7 @@ struct mw_runtime {
   mw_buffer *buffers;
   int built, running, faulted;
   double t_start;
+  double last_check; /* when check_alive last asked the backend */
   char err[8192];
 };
 

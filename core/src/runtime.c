@@ -501,6 +501,10 @@ MW_API int mw_runtime_poll(mw_runtime *rt) {
 static int check_alive(mw_runtime *rt) {
   if (rt->faulted) return rt->faulted;
   if (!rt->running) return 0;
+  /* a stream query costs microseconds: ask at most every 200 us */
+  double now = mw__now();
+  if (now - rt->last_check < 200e-6) return 0;
+  rt->last_check = now;
   int q = rt->ops->query(rt);
   if (q < 0) {
     mark_fault(rt, q);
