@@ -106,6 +106,19 @@ support.each_backend(function(backend)
     end)
   end)
 
+  if backend == "cuda" then
+    it("refuses a second open runtime on the same device, with the reason", function()
+      local rt = support.runtime(backend)
+      local rt2, err, code = mw.runtime { backend = "cuda" }
+      assert.is_nil(rt2)
+      assert.equals("ECAPACITY", code)
+      assert.truthy(err:find("one executor per device", 1, true), err)
+      rt:close()
+      rt2 = support.runtime(backend)
+      rt2:close()
+    end)
+  end
+
   describe("capacity", function()
     it("a device spawn past capacity yields a failed future; the runtime keeps working", function()
       local rt = support.runtime(backend, { capacity = 64 })

@@ -1,5 +1,6 @@
 /* runtime.c - the host side of a runtime: lifecycle, device state, programs, spawning through the
  * inbox ring, completions, host futures, buffers and statistics. Backend-neutral. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,35 @@ static const mw__backend_ops *pick_backend(const char *name, char *why, size_t w
   if (!strcmp(name, "sim")) return &mw__backend_sim;
   snprintf(why, whylen, "unknown backend '%s' (expected auto, cuda or sim)", name);
   return NULL;
+}
+
+/* ---- one executor per device ------------------------------------------------------------
+ * Two persistent kernels in two contexts of one process do not share the GPU: the second one
+ * waits for the first to end, which it never does (seen on the H200 as a hang). So a process
+ * holds at most one open cuda runtime per device, and asking for a second one is an error. */
+#define MAX_DEVICES 64
+static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
+static mw_runtime *cuda_owner[MAX_DEVICES];
+
+static int claim_device(mw_runtime *rt, int device) {
+  if (device < 0 || device >= MAX_DEVICES) return 0; /* the backend reports bad ordinals */
+  pthread_mutex_lock(&owners_lock);
+  int busy = cuda_owner[device] != NULL;
+  if (!busy) cuda_owner[device] = rt;
+  pthread_mutex_unlock(&owners_lock);
+  if (busy) {
+    mw__set_error("device %d already runs the executor of another open runtime in this "
+                  "process: close that runtime first (one executor per device)", device);
+    return MW_ECAPACITY;
+  }
+  return 0;
+}
+
+static void release_device(mw_runtime *rt) {
+  pthread_mutex_lock(&owners_lock);
+  for (int i = 0; i < MAX_DEVICES; ++i)
+    if (cuda_owner[i] == rt) cuda_owner[i] = NULL;
+  pthread_mutex_unlock(&owners_lock);
 }
 
 /* ---- device state ------------------------------------------------------------------------- */
@@ -199,10 +229,16 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops->open(rt, &d);
+  int rc = ops == &mw__backend_cuda ? claim_device(rt, d.device) : 0;
+  if (rc) {
+    free(rt);
+    return rc;
+  }
+  rc = ops->open(rt, &d);
   if (rc) {
     mw__set_error_str(rt->err);
     ops->close(rt);
+    release_device(rt);
     free(rt);
     return rc;
   }
@@ -233,6 +269,7 @@ fail:
   mw__set_error_str(rt->err);
   free_state(rt);
   ops->close(rt);
+  release_device(rt);
   free(rt->hs);
   free(rt->hfree);
   free(rt);
@@ -323,6 +360,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   free(rt->progs);
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt);
+  release_device(rt);
   free(rt->hs);
   free(rt->hfree);
   free(rt);
