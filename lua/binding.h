@@ -78,6 +78,8 @@ typedef struct mwl_future {
 
 /* module.c */
 int mwl_fail(lua_State *L, int err, const char *msg); /* pushes nil, msg, code; returns 3 */
+int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
+int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */
 int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err);
 const char *mwl_to_integer(lua_Number v, int bits, int is_signed, mw_value *out);
 const char *mwl_typename(lua_State *L, int idx);

@@ -73,6 +73,8 @@ static const luaL_Reg functions[] = {
     {"now", l_now},
     {"join", mwl_future_join},
     {"any", mwl_future_any},
+    {"generate", mwl_generate},
+    {"compile_cubin", mwl_compile_cubin},
     {NULL, NULL},
 };
 

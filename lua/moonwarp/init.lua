@@ -59,6 +59,14 @@ M.any = core.any
 --- mw.now(): a monotonic clock in seconds, for timing.
 M.now = core.now
 
+--- mw.generate(source [, {chunkname=, backend=}]): the device source generated for a program
+-- (what NVRTC or the host compiler is given). nil, message, code when it cannot be read.
+M.generate = core.generate
+
+--- mw.compile_cubin(source [, {chunkname=, arch="sm_90"}]): compiles a program with NVRTC
+-- into a cubin (a string), with no GPU needed. nil, log, code on failure.
+M.compile_cubin = core.compile_cubin
+
 --- The element types rt:buffer accepts, and their aliases.
 M.buffer_types = {
   "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float", "double",

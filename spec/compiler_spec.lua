@@ -1,0 +1,180 @@
+-- compiler_spec.lua - the compiler front with no runtime and no GPU: the task parser, the
+-- generated source, NVRTC compilation to a cubin, and the on-disk compile cache.
+local mw = require "moonwarp"
+local support = require "spec.support"
+
+local FIB = [[
+task long fib(int n) {
+  local future a, b;
+  if (n < 2) return n;
+  a = spawn(fib, n - 1);
+  b = spawn(fib, n - 2);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+]]
+
+describe("the task parser", function()
+  -- source, text the error must contain
+  local rows = {
+    { "task int f(float x[]) { return 1; }", "p.cu:1: task f: cannot read parameter" },
+    { "\n\ntask int f(struct s x) { return 1; }", "p.cu:3:" },
+    { "task int f(int x) { return x; }\ntask int f(int y) { return y; }", "declared twice" },
+    { "int helper(int x) { return x; }\n", "no task declared" },
+    { "task float* f(int x) { return 0; }", "return type" },
+    { "task int f(int x) {\n  if (x) { local int y; }\n  return x;\n}", "p.cu:2:" },
+    { "task int f(int x) { return x; ", "unbalanced" },
+  }
+  for _, row in ipairs(rows) do
+    it("rejects " .. row[1]:gsub("\n", " "):sub(1, 40) .. " naming the file and line", function()
+      local out, err, code = mw.generate(row[1], { chunkname = "p.cu" })
+      assert.is_nil(out)
+      assert.equals("ECOMPILE", code)
+      assert.truthy(err:find(row[2], 1, true), err)
+    end)
+  end
+
+  it("accepts every parameter type the host can pass", function()
+    local src = "task int all(bool b, char c, unsigned char uc, short s, unsigned short us, int i,"
+      .. " unsigned u, long l, unsigned long ul, long long ll, int8_t i8, uint64_t u64,"
+      .. " size_t z, float f, double d, const float *p, future fu) { return 0; }"
+    assert.is_string(mw.generate(src))
+  end)
+end)
+
+describe("the generated source", function()
+  local gen = assert(mw.generate(FIB, { chunkname = "fib.cu" }))
+
+  it("points the body and the locals at the user's file and lines", function()
+    assert.truthy(gen:find('#line 1 "fib.cu"', 1, true))
+    assert.truthy(gen:find('#line 2 "fib.cu"', 1, true)) -- the local declaration
+  end)
+
+  it("makes the body a state machine with a resume point per await", function()
+    assert.truthy(gen:find("switch (_c->resume)", 1, true))
+    assert.truthy(gen:find("mw_frame_fib::body", 1, true))
+  end)
+
+  it("dispatches every kind and has the executor entry", function()
+    assert.truthy(gen:find("case 0u: {", 1, true))
+    assert.truthy(gen:find("mw_executor_kernel", 1, true))
+  end)
+
+  it("differs for the sim backend only in its preamble", function()
+    local sim = assert(mw.generate(FIB, { chunkname = "fib.cu", backend = "sim" }))
+    assert.truthy(sim:find("#define MW_SIM 1", 1, true))
+    assert.is_nil(gen:find("#define MW_SIM 1", 1, true))
+  end)
+end)
+
+describe("NVRTC without a GPU", function()
+  it("compiles a program to an sm_90 cubin", function()
+    local cubin, err = mw.compile_cubin(FIB, { arch = "sm_90" })
+    assert.is_string(cubin, err)
+    assert.equals("\127ELF", cubin:sub(1, 4))
+  end)
+
+  it("reports a compile error at the user's file and line, with the NVRTC log", function()
+    local src = "task int f(int x) {\n  int y = x;\n  return y +;\n}\n"
+    local cubin, log, code = mw.compile_cubin(src, { chunkname = "user.cu" })
+    assert.is_nil(cubin)
+    assert.equals("ECOMPILE", code)
+    assert.truthy(log:find("user.cu(3)", 1, true), log)
+  end)
+
+  it("rejects an architecture it cannot target", function()
+    local cubin, err, code = mw.compile_cubin(FIB, { arch = "gfx90a" })
+    assert.is_nil(cubin)
+    assert.equals("EINVAL", code)
+    assert.truthy(err:find("sm_", 1, true), err)
+  end)
+end)
+
+describe("the compile cache", function()
+  -- child processes find the module where this one does
+  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  local dir
+  before_each(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
+  end)
+  after_each(function() os.execute("rm -rf " .. support.shell_quote(dir)) end)
+
+  -- compiles and runs a program on sim in a fresh process with the cache in dir
+  local function run_once(extra_env)
+    local script = [[
+      local mw = require "moonwarp"
+      local rt = assert(mw.runtime { backend = "sim" })
+      local p = assert(rt:compile("task int twice(int x) { return 2 * x; }", "cache.cu"))
+      io.write(p.twice(21):await())
+      rt:close()
+    ]]
+    local env = paths .. "MOONWARP_CACHE_DIR=" .. support.shell_quote(dir) .. " "
+      .. (extra_env or "")
+    return support.run(env .. " luajit -e " .. support.shell_quote(script))
+  end
+
+  local function entries()
+    local p = io.popen("ls " .. support.shell_quote(dir) .. " 2>/dev/null")
+    local list = {}
+    for line in p:lines() do if line:match("%.so$") then list[#list + 1] = line end end
+    p:close()
+    return list
+  end
+
+  it("stores a build and reuses it", function()
+    local status, out = run_once()
+    assert.equals(0, status, out)
+    assert.equals("42", out)
+    assert.equals(1, #entries())
+    status, out = run_once()
+    assert.equals(0, status, out)
+    assert.equals("42", out)
+    assert.equals(1, #entries())
+  end)
+
+  it("recompiles a corrupted entry instead of loading it", function()
+    assert.equals(0, (run_once()))
+    local path = dir .. "/" .. entries()[1]
+    local f = assert(io.open(path, "r+b"))
+    f:seek("set", 200)
+    f:write("corrupted!")
+    f:close()
+    local status, out = run_once()
+    assert.equals(0, status, out)
+    assert.equals("42", out)
+  end)
+
+  it("is off with MOONWARP_NO_CACHE=1", function()
+    local status, out = run_once("MOONWARP_NO_CACHE=1")
+    assert.equals(0, status, out)
+    assert.equals(0, #entries())
+  end)
+
+  it("degrades to no cache when its directory cannot be made", function()
+    local file = dir .. "/a-file"
+    io.open(file, "w"):close()
+    local status, out = support.run(paths .. "MOONWARP_CACHE_DIR="
+      .. support.shell_quote(file .. "/sub")
+      .. " luajit -e " .. support.shell_quote([[
+        local mw = require "moonwarp"
+        local rt = assert(mw.runtime { backend = "sim" })
+        local p = assert(rt:compile("task int one(int x) { return 1; }", "c.cu"))
+        io.write(p.one(0):await())
+        rt:close()
+      ]]))
+    assert.equals(0, status, out)
+    assert.equals("1", out)
+  end)
+
+  it("writes the generated source where MOONWARP_DUMP_DIR says", function()
+    assert.equals(0, (run_once("MOONWARP_DUMP_DIR=" .. support.shell_quote(dir))))
+    local p = io.popen("ls " .. support.shell_quote(dir))
+    local found = false
+    for line in p:lines() do found = found or line:match("^moonwarp%-.*%.cpp$") ~= nil end
+    p:close()
+    assert.is_true(found)
+  end)
+end)
