@@ -12,7 +12,11 @@
 
 #define BLOCK_THREADS 128
 #define WARPS_PER_BLOCK (BLOCK_THREADS / 32)
-#define MAX_BLOCKS_PER_SM 4 /* more warps than this per SM only lengthen steal searches */
+#define MAX_BLOCKS_PER_SM 4 /* the most workers the option `workers` may ask for */
+/* Default: one block of four workers per SM. Measured on an H200 (bench/core.lua, 2026-12-02):
+ * 528 workers ran fib(25) at 32.9 M tasks/s and a dependent hop in 15.6 us; 1056 workers 31.9
+ * and 16.6; 2112 workers 10.5 and 18.1 (idle warps crowd the queues and the L2). */
+#define DEFAULT_BLOCKS_PER_SM 1
 
 typedef struct cuda_be {
   mw_CUcontext ctx;
@@ -218,7 +222,8 @@ static int cuda_launch(mw_runtime *rt) {
     be->fn = be->next_fn;
     be->next_mod = NULL;
     /* every worker must be resident at once: never more than the occupancy allows */
-    uint32_t want = rt->desc.workers ? rt->desc.workers : rt->max_workers;
+    uint32_t want = rt->desc.workers ? rt->desc.workers
+                                     : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
     if (want > (uint32_t)be->next_fit) want = (uint32_t)be->next_fit;
     if (want > rt->max_workers) want = rt->max_workers;
     if (want != rt->nworkers) {
