@@ -867,7 +867,13 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   c->resume = c->hdr->resume;
   mw_dispatch(c, kind); /* copies the frame, __syncwarp(), runs the body */
 #ifdef MW_SIM
-  if (__mw_sim_diverged()) mw_fail(c, MW_FAIL_DIVERGED, __mw_sim_divergence_msg());
+  /* lanes that reached different collectives were released by force: where each one is in
+   * the executor is unknown, so the warp ends as a fault naming the task and the lines */
+  if (__mw_sim_diverged()) {
+    char m[160];
+    snprintf(m, sizeof m, "task %s: %s", mw_kind_name(kind), __mw_sim_divergence_msg());
+    __mw_sim_fail_warp(m);
+  }
 #endif
   __syncwarp();
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */

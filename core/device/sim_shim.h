@@ -942,6 +942,14 @@ inline const char *__mw_sim_divergence_msg(void) {
   mw_sim::Warp *w = mw_sim::tls_warp;
   return w ? w->msg : "";
 }
+/* Ends the running warp as a fault whose message is msg: the runtime's answer to lanes that
+ * diverged across call sites, after which their state can no longer be trusted. */
+[[noreturn]] inline void __mw_sim_fail_warp(const char *msg) {
+  mw_sim::Warp *w = mw_sim::tls_warp;
+  if (!w) abort();
+  snprintf(w->fault, sizeof w->fault, "%s", msg);
+  mw_sim::fault_exit(w);
+}
 #undef MW_SIM_SITE
 
 /* ---- atomics: real ones across host threads, sequentially consistent ------------------------ */
