@@ -9,8 +9,8 @@ task int leaf(int x) { return x; }
 // waits for *flag, at most about a second (so a runtime that faulted can still stop)
 task int hold(int *flag) {
   long long t0 = clock64();
-  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL) {
-  }
+  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL)
+    __nanosleep(10000);
   return *(volatile int *)flag;
 }
 task int overspawn(int *flag, int n) {

@@ -67,6 +67,14 @@ M.generate = core.generate
 -- into a cubin (a string), with no GPU needed. nil, log, code on failure.
 M.compile_cubin = core.compile_cubin
 
+--- Lua coroutines that await device futures: mw.async(fn, ...), mw.run([timeout]), mw.poll().
+-- See moonwarp/async.lua for the contract with outside event loops.
+local async = require "moonwarp.async"
+async.install(debug.getregistry()["moonwarp.future"].__index, core.now)
+M.async = async.async
+M.run = async.run
+M.poll = async.poll
+
 --- The element types rt:buffer accepts, and their aliases.
 M.buffer_types = {
   "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float", "double",

@@ -1,0 +1,105 @@
+-- async_spec.lua - device futures awaited from Lua coroutines: mw.async, mw.run, mw.poll.
+local mw = require "moonwarp"
+local support = require "spec.support"
+
+local SOURCE = [[
+task long fib(int n) {
+  local future a, b;
+  if (n < 2) return n;
+  a = spawn(fib, n - 1);
+  b = spawn(fib, n - 2);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+// waits for *flag (lane 0 watches, the warp takes its answer), at most about a minute
+task int hold(int *flag) {
+  int v = 0;
+  if (lane == 0) {
+    long long t0 = clock64();
+    while ((v = *(volatile int *)flag) == 0 && clock64() - t0 < 120000000000LL)
+      __nanosleep(100000); // sleeping, not spinning: on sim the other workers need the CPU
+  }
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+task int boom(int x) { fail(3, "async boom"); }
+]]
+
+local function fibn(k) local a, b = 0, 1 for _ = 1, k do a, b = b, a + b end return a end
+
+support.each_backend(function(backend)
+  local rt, prog
+  setup(function()
+    rt = support.runtime(backend)
+    prog = support.compile(rt, SOURCE, "async_tasks.cu")
+  end)
+  teardown(function() rt:close() end)
+
+  it("runs hundreds of coroutines each awaiting its own future; a slow one holds none back", function()
+    local flag = rt:buffer("int32", 1)
+    flag:write { 0 }
+    local finished = {}
+    local slow = mw.async(function()
+      local v = prog.hold(flag):await()
+      finished[#finished + 1] = "slow"
+      return v
+    end)
+    local tasks = {}
+    for i = 1, 200 do
+      tasks[i] = mw.async(function(k)
+        local v = prog.fib(k):await()
+        finished[#finished + 1] = k
+        return v
+      end, i % 16)
+    end
+    local t0 = mw.now()
+    while #finished < 200 and mw.now() - t0 < 60 do mw.run(0.01) end
+    assert.equals(200, #finished) -- all but the slow one
+    assert.equals(1, mw.poll())
+    assert.is_false(slow:done())
+    flag:write { 1 }
+    assert.equals(0, mw.run(60))
+    assert.equals(1, slow:await())
+    for i = 1, 200 do assert.equals(fibn(i % 16), tasks[i]:await()) end
+    flag:close()
+  end)
+
+  it("mw.poll returns at once with the number still waiting", function()
+    local flag = rt:buffer("int32", 1)
+    flag:write { 0 }
+    local h = mw.async(function() return prog.hold(flag):await() end)
+    local t0 = mw.now()
+    assert.equals(1, mw.poll())
+    assert.is_true(mw.now() - t0 < 0.5)
+    flag:write { 1 }
+    assert.equals(1, h:await(60))
+    flag:close()
+  end)
+
+  it("a timeout inside a coroutine returns nil, 'timed out', 'ETIMEDOUT'", function()
+    local flag = rt:buffer("int32", 1)
+    flag:write { 0 }
+    local f = prog.hold(flag)
+    local h = mw.async(function() return f:await(0.05) end)
+    mw.run(30)
+    local v, err, code = h:await()
+    assert.is_nil(v)
+    assert.equals("timed out", err)
+    assert.equals("ETIMEDOUT", code)
+    flag:write { 1 }
+    assert.equals(1, f:await(60))
+    flag:close()
+  end)
+
+  it("a task's failure is raised in the coroutine and by its handle", function()
+    local h = mw.async(function() return prog.boom(1):await() end)
+    mw.run(30)
+    assert.is_true(h:done())
+    local err = support.error_of(h.await, h)
+    assert.truthy(err and err:find("boom: async boom", 1, true), err)
+  end)
+
+  it("a handle awaited outside any coroutine drives the scheduler itself", function()
+    local h = mw.async(function() return prog.fib(12):await() + 1 end)
+    assert.equals(145, h:await(60))
+  end)
+end)
