@@ -311,8 +311,10 @@ static int l_stats(lua_State *L) {
   lua_setfield(L, -2, "uptime_s");
   set_u64(L, "workers", s.workers);
   set_u64(L, "kinds", s.kinds);
-  set_u64(L, "frames_free", s.frames_free);
-  set_u64(L, "slots_free", s.slots_free);
+  set_u64(L, "frames", s.frames);
+  set_u64(L, "frames_in_use", s.frames_in_use);
+  lua_pushnumber(L, s.heartbeat_age_s);
+  lua_setfield(L, -2, "heartbeat_age_s");
   lua_newtable(L);
   for (i = 0; i < r->nprogs; i++) {
     int n = mw_program_task_count(r->progs[i]);

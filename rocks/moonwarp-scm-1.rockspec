@@ -37,4 +37,7 @@ build = {
     LUADIR = "$(LUADIR)",
     LIBFLAG = "$(LIBFLAG)",
   },
+  install = {
+    bin = { moonwarp = "bin/moonwarp" }, -- the REPL; LuaRocks wraps it with the tree's paths
+  },
 }

@@ -42,5 +42,11 @@ describe("luarocks make " .. ROCKSPEC, function()
       .. [[ luajit -e 'local mw = require "moonwarp"; print("version " .. mw.version)']])
     assert.equals(0, status, out)
     assert.equals("version " .. version .. "\n", out)
+
+    -- the REPL command, wrapped by LuaRocks with the tree's paths
+    status, out = support.run("cd / && printf '1 + 2\\n:quit\\n' | MOONWARP_BACKEND=sim "
+      .. support.shell_quote(tree .. "/bin/moonwarp"))
+    assert.equals(0, status, out)
+    assert.truthy(out:find("mw> 3\n", 1, true), out)
   end)
 end)

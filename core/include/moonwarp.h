@@ -102,10 +102,11 @@ typedef struct mw_stats {
   uint64_t host_spawned, host_completed;          /* from the host */
   uint64_t in_flight;                             /* host futures not yet complete */
   uint64_t steals, launches;
-  uint64_t heartbeat;
+  uint64_t heartbeat;        /* the executor's last heartbeat (device clock, ns) */
+  double heartbeat_age_s;    /* host seconds since the heartbeat last moved */
   double uptime_s;
   uint32_t workers, kinds;
-  uint32_t frames_free, slots_free; /* approximate while running */
+  uint32_t frames, frames_in_use; /* capacity; tasks spawned and not yet finished */
 } mw_stats;
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);

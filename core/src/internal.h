@@ -98,6 +98,8 @@ struct mw_runtime {
   int built, running, faulted;
   double t_start;
   double last_check; /* when check_alive last asked the backend */
+  uint64_t launches, last_heartbeat;
+  double heartbeat_seen; /* when last_heartbeat was first read */
   char err[8192];
 };
 

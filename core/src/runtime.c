@@ -338,7 +338,10 @@ static int start_executor(mw_runtime *rt) {
   if (!rc)
     rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nkinds), &rt->state.nkinds, 4);
   if (!rc) rc = rt->ops->launch(rt);
-  if (!rc) rt->running = 1;
+  if (!rc) {
+    rt->running = 1;
+    rt->launches++;
+  }
   return rc;
 }
 
@@ -818,6 +821,14 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   out->kinds = rt->nkinds;
   out->uptime_s = mw__now() - rt->t_start;
   out->heartbeat = rt->ctl ? rt->ctl->heartbeat : 0;
+  double now = mw__now();
+  if (out->heartbeat != rt->last_heartbeat) {
+    rt->last_heartbeat = out->heartbeat;
+    rt->heartbeat_seen = now;
+  }
+  out->heartbeat_age_s = now - (rt->heartbeat_seen ? rt->heartbeat_seen : rt->t_start);
+  out->launches = rt->launches;
+  out->frames = rt->nframes;
   mw_stat_row *rows;
   int rc = read_rows(rt, &rows);
   if (rc) return rc;
@@ -828,17 +839,14 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
     out->cancelled += rows[i].cancelled;
   }
   free(rows);
+  uint64_t done = out->completed + out->failed + out->cancelled;
+  out->frames_in_use = out->spawned > done ? (uint32_t)(out->spawned - done) : 0;
   mw_worker *ws = malloc((size_t)rt->max_workers * sizeof *ws);
   if (!ws) return MW_ENOMEM;
   rc = rt->ops->d2h(rt, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
   if (!rc)
     for (uint32_t i = 0; i < rt->max_workers; ++i) out->steals += ws[i].steals;
   free(ws);
-  mw_state st;
-  if (!rc && !rt->ops->d2h(rt, &st, rt->state_dev, sizeof st)) {
-    out->launches = st.launches;
-    out->frames_free = (uint32_t)((st.frame_head & 0xffffffffu) != 0);
-  }
   return rc;
 }
 
