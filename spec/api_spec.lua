@@ -3,15 +3,7 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local SOURCE = [[
-task long fib(int n) {
-  local future a, b;
-  if (n < 2) return n;
-  a = spawn(fib, n - 1);
-  b = spawn(fib, n - 2);
-  await_all(a, b);
-  return value(a) + value(b);
-}
+local SOURCE = support.FIB .. [[
 task bool is_even(int x) { return x % 2 == 0; }
 task char next_char(char c) { return c + 1; }
 task int8_t neg8(int8_t x) { return -x; }

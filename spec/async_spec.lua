@@ -2,15 +2,7 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local SOURCE = [[
-task long fib(int n) {
-  local future a, b;
-  if (n < 2) return n;
-  a = spawn(fib, n - 1);
-  b = spawn(fib, n - 2);
-  await_all(a, b);
-  return value(a) + value(b);
-}
+local SOURCE = support.FIB .. [[
 // waits for *flag (lane 0 watches, the warp takes its answer), at most about a minute
 task int hold(int *flag) {
   int v = 0;

@@ -3,16 +3,7 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local FIB = [[
-task long fib(int n) {
-  local future a, b;
-  if (n < 2) return n;
-  a = spawn(fib, n - 1);
-  b = spawn(fib, n - 2);
-  await_all(a, b);
-  return value(a) + value(b);
-}
-]]
+local FIB = support.FIB
 
 describe("the task parser", function()
   -- source, text the error must contain

@@ -4,6 +4,18 @@ local mw = require "moonwarp"
 
 local support = {}
 
+--- The program most specs start from: recursive fib, spawning and awaiting on the device.
+support.FIB = [[
+task long fib(int n) {
+  local future a, b;
+  if (n < 2) return n;
+  a = spawn(fib, n - 1);
+  b = spawn(fib, n - 2);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+]]
+
 local cuda_checked, cuda_ok, cuda_reason
 
 --- Whether the cuda backend can be used here, and if not why (mw.runtime's message). The

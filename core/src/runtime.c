@@ -306,32 +306,38 @@ static void mark_fault(mw_runtime *rt, int code) {
   fail_pending(rt, MW_EFAULT, msg);
 }
 
+/* Asks the backend whether the executor runs (1), has exited (0) or faulted (< 0, and the
+ * runtime is marked faulted). */
+static int query(mw_runtime *rt) {
+  int q = rt->ops->query(rt);
+  if (q < 0) mark_fault(rt, q);
+  return q;
+}
+
+/* Writes the device stop flag (see protocol.h, Stopping). */
+static void set_stop(mw_runtime *rt, uint32_t v) {
+  if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &v, 4);
+}
+
 /* Asks the executor to stop and waits up to deadline seconds. 0 when it stopped. */
 static int stop_executor(mw_runtime *rt, double deadline) {
   if (!rt->running && !rt->faulted) return 0;
-  uint32_t one = 1, zero = 0;
-  if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &one, 4);
+  set_stop(rt, 1);
   int rc = rt->ops->quiesce(rt, deadline);
   if (rc == MW_ETIMEDOUT) {
     /* a task still runs: let the workers that remain carry on with the old image */
-    if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &zero, 4);
+    set_stop(rt, 0);
     mw__rt_error(rt, "the executor did not stop within %.1f s: a task is still running", deadline);
     return rc;
   }
   rt->running = 0;
-  int q = rt->ops->query(rt);
-  if (q < 0) {
-    mark_fault(rt, q);
-    return q;
-  }
-  return 0;
+  int q = query(rt);
+  return q < 0 ? q : 0;
 }
 
 static int start_executor(mw_runtime *rt) {
   rt->ctl->exited = 0;
-  uint32_t zero = 0;
-  int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &zero, 4);
-  if (rz) return rz;
+  set_stop(rt, 0);
   rt->state.nworkers = rt->nworkers;
   /* only the host-owned fields: the counters in mw_state belong to the device */
   int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
@@ -350,8 +356,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
   if (rc == MW_ETIMEDOUT) {
-    uint32_t one = 1; /* nothing may run once the task returns */
-    rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &one, 4);
+    set_stop(rt, 1); /* nothing may run once the task returns */
     rt->ops->abandon(rt);
   }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
@@ -546,12 +551,8 @@ static int check_alive(mw_runtime *rt) {
   double now = mw__now();
   if (now - rt->last_check < 200e-6) return 0;
   rt->last_check = now;
-  int q = rt->ops->query(rt);
-  if (q < 0) {
-    mark_fault(rt, q);
-    return q;
-  }
-  return 0;
+  int q = query(rt);
+  return q < 0 ? q : 0;
 }
 
 static int usable(mw_runtime *rt) {
