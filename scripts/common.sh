@@ -5,9 +5,21 @@
 #   MW_BUILD_DIR    build directory (default: build under the repository root)
 #   MW_BUILD_TYPE   CMake build type (default: RelWithDebInfo)
 #   MW_NO_INSTALL=1 never install packages, only report what is missing
+#   MW_SANITIZE=1   build the host code with AddressSanitizer and UndefinedBehaviorSanitizer
+#                   (in build-sanitize/) and run LuaJIT with their runtimes preloaded
 # On the GPU machine, source .gpu/env.sh first: it provides luajit and busted without apt.
 
 MW_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ "${MW_SANITIZE:-0}" = 1 ]; then
+  MW_BUILD_DIR=${MW_BUILD_DIR:-$MW_ROOT/build-sanitize}
+  MW_BUILD_TYPE=${MW_BUILD_TYPE:-Debug}
+  MW_CMAKE_EXTRA="-DMW_SANITIZE=ON"
+  # the sanitizer runtimes must come first in a luajit that was not built with them; leaks are
+  # not checked (LuaJIT's own allocations at exit would be reported)
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
 MW_BUILD_DIR=${MW_BUILD_DIR:-$MW_ROOT/build}
 MW_BUILD_TYPE=${MW_BUILD_TYPE:-RelWithDebInfo}
 
@@ -94,7 +106,7 @@ mw_build() {
   mkdir -p "$MW_BUILD_DIR" || return 1
   log="$MW_BUILD_DIR/build.log"
   if { [ -f "$MW_BUILD_DIR/CMakeCache.txt" ] ||
-       cmake -S "$MW_ROOT" -B "$MW_BUILD_DIR" -DCMAKE_BUILD_TYPE="$MW_BUILD_TYPE"; } >"$log" 2>&1 &&
+       cmake -S "$MW_ROOT" -B "$MW_BUILD_DIR" -DCMAKE_BUILD_TYPE="$MW_BUILD_TYPE" ${MW_CMAKE_EXTRA:-}; } >"$log" 2>&1 &&
      cmake --build "$MW_BUILD_DIR" -j "$(nproc 2>/dev/null || echo 4)" >>"$log" 2>&1; then
     return 0
   fi
