@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "binding.h"
 
@@ -200,9 +201,30 @@ static int f_tostring(lua_State *L) {
 
 /* ---- join and any ---- */
 
-/* mw.join(f1, f2, ...): waits for all, then returns their values in order; raises the first
- * failure (in argument order) once all are done. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A trailing number among join's or any's arguments is a timeout in seconds: it is removed
+ * from the stack and returned; -1 (wait forever) when there is none. */
+static double take_timeout(lua_State *L, const char *fname) {
+  int n = lua_gettop(L);
+  double t;
+  if (n == 0 || lua_type(L, n) != LUA_TNUMBER) return -1;
+  t = lua_tonumber(L, n);
+  if (!(t >= 0)) luaL_error(L, "bad timeout to '%s' (a number of seconds >= 0 expected)", fname);
+  lua_pop(L, 1);
+  return t;
+}
+
+/* mw.join(f1, f2, ... [, timeout_s]): waits for all, then returns their values in order;
+ * raises the first failure (in argument order) once all are done. When the timeout runs out
+ * first: nil, "timed out", "ETIMEDOUT" (the futures stay usable). */
 int mwl_future_join(lua_State *L) {
+  double timeout = take_timeout(L, "join");
+  double deadline = timeout < 0 ? 0 : now_s() + timeout;
   int n = lua_gettop(L), i, err = 0, err_i = 0;
   for (i = 1; i <= n; i++) mwl_check_future(L, i);
   for (i = 1; i <= n; i++) {
@@ -211,7 +233,13 @@ int mwl_future_join(lua_State *L) {
     int rc;
     if (fu->have) continue;
     memset(&res, 0, sizeof res);
-    rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
+    if (timeout < 0) {
+      rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
+    } else {
+      double left = deadline - now_s();
+      rc = mw_future_await(fu->r->rt, fu->f, left > 0 ? left : 0, &res);
+      if (rc == MW_ETIMEDOUT) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
+    }
     if (!settle(fu, rc, &res) && err == 0) {
       err = rc == 0 ? MW_EAGAIN : rc;
       err_i = i;
@@ -239,11 +267,13 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* mw.any(f1, f2, ...): index and value of the first future to complete (in argument order when
+/* mw.any(f1, f2, ... [, timeout_s]): index and value of the first future to complete (in argument order when
  * several are complete); raises its failure if it failed. Spins on the runtimes' completion
  * rings with a short, growing pause between rounds and a yield of the thread once the wait
  * grows long; it never sleeps. */
 int mwl_future_any(lua_State *L) {
+  double timeout = take_timeout(L, "any");
+  double deadline = timeout < 0 ? 0 : now_s() + timeout;
   int n = lua_gettop(L), i;
   unsigned spin = 1, rounds = 0;
   if (n == 0) return luaL_argerror(L, 1, "future expected, got no value");
@@ -269,6 +299,7 @@ int mwl_future_any(lua_State *L) {
                           msg != NULL && msg[0] != '\0' ? msg : mw_strerror(rc));
       }
     }
+    if (timeout >= 0 && now_s() >= deadline) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
     for (i = 0; i < (int)spin; i++) cpu_relax();
     if (spin < 1024) spin *= 2;
     if (++rounds > 1000) sched_yield();

@@ -95,3 +95,47 @@ support.each_backend(function(backend)
     assert.equals(145, h:await(60))
   end)
 end)
+
+describe("join and any with a timeout", function()
+  local rt, prog
+  setup(function()
+    rt = support.runtime("sim")
+    prog = support.compile(rt, SOURCE, "async_tasks.cu")
+  end)
+  teardown(function() rt:close() end)
+
+  local function held()
+    local flag = rt:buffer("int32", 1)
+    flag:write { 0 }
+    return flag, prog.hold(flag)
+  end
+
+  it("mw.join returns nil, 'timed out', 'ETIMEDOUT' and the futures stay usable", function()
+    local flag, slow = held()
+    local quick = prog.fib(10)
+    local v, err, code = mw.join(quick, slow, 0.05)
+    assert.is_nil(v)
+    assert.equals("timed out", err)
+    assert.equals("ETIMEDOUT", code)
+    flag:write { 1 }
+    local a, b = mw.join(quick, slow, 60)
+    assert.equals(55, a)
+    assert.equals(1, b)
+    flag:close()
+  end)
+
+  it("mw.any times out when none completes, and answers once one does", function()
+    local flag, slow = held()
+    local i, err, code = mw.any(slow, 0.05)
+    assert.is_nil(i)
+    assert.equals("ETIMEDOUT", code)
+    assert.equals("timed out", err)
+    flag:write { 1 }
+    assert.same({ 1, 1 }, { mw.any(slow, 60) })
+    flag:close()
+  end)
+
+  it("rejects a negative timeout", function()
+    assert.truthy(support.error_of(mw.join, prog.fib(3), -1):find("bad timeout", 1, true))
+  end)
+end)
