@@ -216,6 +216,9 @@ typedef struct mw_worker {
   mw_u64 idle_loops;
   mw_u32 free_frames[MW_CACHE_CAP];
   mw_u32 free_slots[MW_CACHE_CAP];
+  /* sim only: the frame (+1) whose body runs, and why the warp was restarted while it ran */
+  mw_u32 running;
+  char abort_msg[MW_MSG_BYTES];
 } mw_worker;
 
 /* ---- the executor state (device memory; one per runtime) ----------------------------------

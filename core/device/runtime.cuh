@@ -865,15 +865,12 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
+#ifdef MW_SIM
+  if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
+#endif
   mw_dispatch(c, kind); /* copies the frame, __syncwarp(), runs the body */
 #ifdef MW_SIM
-  /* lanes that reached different collectives were released by force: where each one is in
-   * the executor is unknown, so the warp ends as a fault naming the task and the lines */
-  if (__mw_sim_diverged()) {
-    char m[160];
-    snprintf(m, sizeof m, "task %s: %s", mw_kind_name(kind), __mw_sim_divergence_msg());
-    __mw_sim_fail_warp(m);
-  }
+  if (c->lane == 0) c->w->running = 0;
 #endif
   __syncwarp();
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
@@ -977,6 +974,24 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= st->nworkers) return;
   c.w = &st->workers[c.wid];
   c.bulk = 0;
+#ifdef MW_SIM
+  /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
+   * and the task it was running fails with the divergence message */
+  __mw_sim_restart_on_divergence();
+  if (c.lane == 0 && c.w->running) {
+    c.frame = c.w->running - 1;
+    c.hdr = mw_frame(st, c.frame);
+    c.home = (mw_u8 *)c.hdr + MW_FRAME_HDR_BYTES;
+    c.status = MW_RUN_FAIL;
+    c.fail_code = MW_FAIL_DIVERGED;
+    c.fail_msg = c.w->abort_msg;
+    c.fail_fut = 0;
+    c.value = 0;
+    mw_finish(&c);
+    c.w->running = 0;
+  }
+  __syncwarp();
+#endif
   mw_u32 idle = 0, nap = 32, tasks = 0;
   bool poller = c.wid < MW_POLLERS;
   for (;;) {

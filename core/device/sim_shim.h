@@ -228,6 +228,7 @@ struct Warp {
   void (*kernel)(void *);
   void *arg;
   int trap;               /* __trap() was called */
+  int restart;            /* divergence ends the warp (mw_sim_run_warp returns -2) */
   char fault[160];        /* message of a fault that was not a signal */
   char msg[256];          /* the divergence message (see resolve_stuck) */
   sigjmp_buf env;         /* mw_sim_run_warp's landing point after a fault */
@@ -495,6 +496,7 @@ __attribute__((noinline)) inline void resolve_stuck(Warp *w) {
   } else if (!unread) {
     snprintf(w->msg, sizeof w->msg, "lanes of warp %u diverged: lane %u at %s:%d", w->id, a, fa, A.line);
   }
+  if (w->restart) siglongjmp(w->env, 3); /* every lane waits at a collective: leave them */
   for (unsigned u = w->used; u; u &= u - 1) complete(w, (unsigned)__builtin_ctz(u), true);
 }
 
@@ -942,6 +944,11 @@ inline const char *__mw_sim_divergence_msg(void) {
   mw_sim::Warp *w = mw_sim::tls_warp;
   return w ? w->msg : "";
 }
+/* From now on, lanes of this warp that diverge across call sites end the warp: mw_sim_run_warp
+ * returns -2 with the divergence message, at a moment when every lane waits at a collective. */
+inline void __mw_sim_restart_on_divergence(void) {
+  if (mw_sim::tls_warp) mw_sim::tls_warp->restart = 1;
+}
 /* Ends the running warp as a fault whose message is msg: the runtime's answer to lanes that
  * diverged across call sites, after which their state can no longer be trusted. */
 [[noreturn]] inline void __mw_sim_fail_warp(const char *msg) {
@@ -1262,7 +1269,11 @@ MW_SIM_API int mw_sim_run_warp(void (*kernel)(void *), void *arg, unsigned warp,
       old.ss_flags &= SS_DISABLE;
       sigaltstack(&old, nullptr);
     }
-    if (jumped) {
+    if (jumped == 3) { /* lanes diverged and the caller asked for the warp back */
+      if (err && errlen) snprintf(err, errlen, "%s", w->msg);
+      abandon(w);
+      rc = -2;
+    } else if (jumped) {
       fault_message(w, hub, jumped, err, errlen);
       abandon(w);
       rc = -1;

@@ -216,8 +216,11 @@ static void *warp_main(void *arg) {
   sim_thread *t = arg;
   sim_be *be = t->be;
   char err[512] = "";
-  int rc = be->cur.run_warp(be->cur.kernel, (void *)(uintptr_t)be->rt->state_dev, t->warp,
-                            be->nthreads, err, sizeof err);
+  mw_state *st = (mw_state *)(uintptr_t)be->rt->state_dev;
+  int rc;
+  /* -2: the lanes diverged; the warp starts over and fails the task it was running */
+  while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
+    snprintf(st->workers[t->warp].abort_msg, MW_MSG_BYTES, "%s", err);
   if (rc) {
     pthread_mutex_lock(&be->lock);
     if (!atomic_load(&be->fault)) {
@@ -226,8 +229,7 @@ static void *warp_main(void *arg) {
     }
     pthread_mutex_unlock(&be->lock);
     /* the other warps cannot finish tasks that waited on this one: stop them all */
-    atomic_store_explicit((_Atomic uint32_t *)&((mw_state *)(uintptr_t)be->rt->state_dev)->stop, 1u,
-                          memory_order_release);
+    atomic_store_explicit((_Atomic uint32_t *)&st->stop, 1u, memory_order_release);
   }
   atomic_fetch_sub(&be->live, 1);
   return NULL;
