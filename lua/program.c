@@ -160,9 +160,9 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
     }
     mwl_runtime_check_open(L, r);
     if (n == 0)
-      rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, MWL_SPAWN_TIMEOUT_S, &fu->f);
+      rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, r->spawn_timeout, &fu->f);
     else
-      rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, MWL_SPAWN_TIMEOUT_S,
+      rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, r->spawn_timeout,
                          &fu->f);
   }
   if (rc < 0) {

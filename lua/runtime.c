@@ -33,7 +33,7 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
 /* ---- options ---- */
 
 static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",
-                                           "workers", "frame_bytes", NULL};
+                                           "workers", "frame_bytes", "spawn_timeout", NULL};
 
 /* The option value on the top of the stack as an integer in [0, max]; raises naming it. */
 static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
@@ -52,8 +52,19 @@ static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
   return v;
 }
 
-static void read_options(lua_State *L, mw_runtime_desc *d) {
+/* The option value on the top of the stack as seconds >= 0; raises naming it. */
+static double option_seconds(lua_State *L, const char *key) {
+  lua_Number v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+  if (!(v >= 0 && v <= 1e9))
+    luaL_argerror(L, 1, lua_pushfstring(L, "option '%s' must be a number of seconds >= 0, got %s",
+                                        key, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                                            : mwl_typename(L, -1)));
+  return v;
+}
+
+static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout) {
   memset(d, 0, sizeof *d);
+  *spawn_timeout = MWL_SPAWN_TIMEOUT_S;
   if (lua_isnoneornil(L, 1)) return;
   if (lua_type(L, 1) != LUA_TTABLE) {
     const char *msg = lua_pushfstring(L, "table expected, got %s", mwl_typename(L, 1));
@@ -94,6 +105,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d) {
     case 3: d->host_futures = (uint32_t)option_count(L, "host_futures", 4294967295.0); break;
     case 4: d->workers = (uint32_t)option_count(L, "workers", 4294967295.0); break;
     case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
+    case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
     }
     lua_pop(L, 1);
   }
@@ -107,8 +119,9 @@ int mwl_runtime_new(lua_State *L) {
   mw_runtime_desc desc;
   mwl_runtime **box, *r;
   const char *backend;
+  double spawn_timeout;
   int rc;
-  read_options(L, &desc);
+  read_options(L, &desc, &spawn_timeout);
   box = (mwl_runtime **)lua_newuserdata(L, sizeof *box);
   *box = NULL;
   luaL_getmetatable(L, MWL_RUNTIME_MT);
@@ -121,6 +134,7 @@ int mwl_runtime_new(lua_State *L) {
     return mwl_fail(L, rc, mw_last_error());
   }
   r->refs = 1;
+  r->spawn_timeout = spawn_timeout;
   backend = mw_runtime_backend(r->rt);
   snprintf(r->backend, sizeof r->backend, "%s", backend != NULL ? backend : "?");
   *box = r;
@@ -131,11 +145,12 @@ int mwl_runtime_new(lua_State *L) {
   return 1;
 }
 
-/* Shared by rt:close() and __gc: closes the core runtime once. Returns mw_runtime_close's code. */
-static int runtime_close(mwl_runtime *r) {
+/* Shared by rt:close() and __gc: closes the core runtime once, waiting up to deadline seconds
+ * for running tasks (0: the default). Returns mw_runtime_close's code. */
+static int runtime_close(mwl_runtime *r, double deadline) {
   int rc = 0;
   if (r == NULL || r->rt == NULL) return 0;
-  rc = mw_runtime_close(r->rt, 0);
+  rc = mw_runtime_close(r->rt, deadline);
   r->rt = NULL; /* its programs and buffers went with it */
   free(r->progs);
   r->progs = NULL;
@@ -143,9 +158,22 @@ static int runtime_close(mwl_runtime *r) {
   return rc;
 }
 
+/* rt:close([{deadline = s}]): a task still running after the deadline is abandoned (its
+ * executor is torn down); then nil, message, "ETIMEDOUT". */
 static int l_close(lua_State *L) {
   mwl_runtime *r = *to_box(L, 1);
-  int rc = runtime_close(r);
+  double deadline = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "deadline");
+    if (!lua_isnil(L, -1)) {
+      if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) > 0))
+        return luaL_argerror(L, 2, "deadline must be a number of seconds > 0");
+      deadline = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  int rc = runtime_close(r, deadline);
   if (rc < 0) return mwl_fail(L, rc, mw_last_error()); /* the runtime's own message is gone */
   lua_pushboolean(L, 1);
   return 1;
@@ -154,7 +182,7 @@ static int l_close(lua_State *L) {
 static int l_gc(lua_State *L) {
   mwl_runtime **box = to_box(L, 1);
   if (*box != NULL) {
-    runtime_close(*box);
+    runtime_close(*box, 0);
     mwl_runtime_unref(*box);
     *box = NULL;
   }

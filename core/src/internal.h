@@ -96,6 +96,7 @@ struct mw_runtime {
   uint32_t nkinds;
   mw_buffer *buffers;
   int built, running, faulted;
+  int abandoned; /* closed while a task still ran: device memory is left to it */
   double t_start;
   double last_check; /* when check_alive last asked the backend */
   uint64_t launches, last_heartbeat;

@@ -358,6 +358,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   if (rc == MW_ETIMEDOUT) {
     set_stop(rt, 1); /* nothing may run once the task returns */
     rt->ops->abandon(rt);
+    rt->abandoned = 1; /* its memory stays with the task that still runs */
   }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
   while (rt->buffers) mw_buffer_free(rt->buffers);
@@ -793,7 +794,7 @@ MW_API size_t mw_buffer_size(const mw_buffer *b) { return b->size; }
 MW_API void mw_buffer_free(mw_buffer *b) {
   if (!b) return;
   mw_runtime *rt = b->rt;
-  if (!rt->faulted) rt->ops->free(rt, b->dev);
+  if (!rt->faulted && !rt->abandoned) rt->ops->free(rt, b->dev);
   if (b->prev) b->prev->next = b->next;
   else rt->buffers = b->next;
   if (b->next) b->next->prev = b->prev;
