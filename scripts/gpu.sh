@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
-# on cuda, the benchmarks. Needs the Lua packages of .gpu/ (see the README: "Running on a GPU").
+# on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir]
 set -uo pipefail
 cd "$(dirname "$0")/.."
