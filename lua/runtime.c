@@ -341,6 +341,9 @@ static int l_stats(lua_State *L) {
   set_u64(L, "kinds", s.kinds);
   set_u64(L, "frames", s.frames);
   set_u64(L, "frames_in_use", s.frames_in_use);
+  set_u64(L, "queued_inbox", s.queued_inbox);
+  set_u64(L, "queued_global", s.queued_global);
+  set_u64(L, "queued_local", s.queued_local);
   lua_pushnumber(L, s.heartbeat_age_s);
   lua_setfield(L, -2, "heartbeat_age_s");
   lua_newtable(L);

@@ -91,6 +91,11 @@ support.each_backend(function(backend)
       assert.is_true(after.spawned - before.spawned >= 101)
       assert.equals(0, after.failed - before.failed)
       assert.equals(0, after.in_flight)
+      for _, k in ipairs { "queued_inbox", "queued_global", "queued_local", "steals", "launches" } do
+        assert.is_number(after[k], k)
+      end
+      assert.equals(0, after.queued_inbox)
+      assert.is_true(after.launches >= 1)
     end)
 
     it("loads another program while tasks are in flight, losing nothing", function()

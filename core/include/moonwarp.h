@@ -107,6 +107,9 @@ typedef struct mw_stats {
   double uptime_s;
   uint32_t workers, kinds;
   uint32_t frames, frames_in_use; /* capacity; tasks spawned and not yet finished */
+  uint64_t queued_inbox;  /* host spawns the device has not taken yet */
+  uint64_t queued_global; /* tasks in the global run queue */
+  uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */
 } mw_stats;
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);

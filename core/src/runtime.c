@@ -847,8 +847,18 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   if (!ws) return MW_ENOMEM;
   rc = rt->ops->d2h(rt, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
   if (!rc)
-    for (uint32_t i = 0; i < rt->max_workers; ++i) out->steals += ws[i].steals;
+    for (uint32_t i = 0; i < rt->max_workers; ++i) {
+      out->steals += ws[i].steals;
+      /* a snapshot taken while the workers run: each count is exact, their sum approximate */
+      if (ws[i].bottom > ws[i].top) out->queued_local += ws[i].bottom - ws[i].top;
+      if (ws[i].lifo != MW_NONE) out->queued_local++;
+    }
   free(ws);
+  mw_state st;
+  if (!rc && !(rc = rt->ops->d2h(rt, &st, rt->state_dev, sizeof st))) {
+    out->queued_inbox = rt->inbox_tail > st.inbox_head ? rt->inbox_tail - st.inbox_head : 0;
+    out->queued_global = st.gq_tail > st.gq_head ? st.gq_tail - st.gq_head : 0;
+  }
   return rc;
 }
 
