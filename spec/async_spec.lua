@@ -96,7 +96,7 @@ support.each_backend(function(backend)
   end)
 end)
 
-describe("join and any with a timeout", function()
+describe("join and any with a timeout #sim", function()
   local rt, prog
   setup(function()
     rt = support.runtime("sim")

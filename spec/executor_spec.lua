@@ -175,7 +175,7 @@ support.each_backend(function(backend)
   end)
 end)
 
-describe("sim checks what hardware cannot", function()
+describe("sim checks what hardware cannot #sim", function()
   local rt
   before_each(function() rt = support.runtime("sim") end)
   after_each(function() rt:close() end)

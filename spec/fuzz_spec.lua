@@ -80,7 +80,7 @@ describe("fuzzing the task parser and generator (seed " .. seed .. ")", function
   end)
 end)
 
-describe("fuzzing task arguments (seed " .. seed .. ")", function()
+describe("fuzzing task arguments #sim (seed " .. seed .. ")", function()
   local rt, prog
   setup(function()
     rt = support.runtime("sim")

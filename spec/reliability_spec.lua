@@ -14,7 +14,7 @@ task int forever(int x) {
 task int one(int x) { return x; }
 ]]
 
-describe("sim reliability", function()
+describe("sim reliability #sim", function()
   it("a host spawn past capacity waits spawn_timeout, then returns nil, message, ECAPACITY", function()
     local rt = support.runtime("sim", { host_futures = 2, spawn_timeout = 0.2 })
     local p = support.compile(rt, SOURCE, "hang.cu")

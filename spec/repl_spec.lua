@@ -32,7 +32,7 @@ local function with(lines)
   return all
 end
 
-describe("the moonwarp REPL", function()
+describe("the moonwarp REPL #sim", function()
   it("defines tasks, spawns, prints futures with their state and awaits", function()
     local out = session(with { "f = fib(20)", "f:await()", "f", ":quit" })
     assert.truthy(out:find("defined: long fib(int n)", 1, true), out)

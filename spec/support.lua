@@ -41,7 +41,8 @@ function support.backends()
   return list
 end
 
---- Runs fn(backend) inside a describe block per backend; the cuda block carries the tag #gpu.
+--- Runs fn(backend) inside a describe block per backend; the cuda block carries the tag #gpu,
+-- the sim block #sim (a GPU run leaves sim out with --exclude-tags=sim).
 -- Without a usable GPU the cuda block is reported as skipped (pending), with the reason, so it
 -- is neither silent nor counted as passing.
 -- Call it where describe() may be called (a spec file or a describe block): busted's functions
@@ -49,7 +50,7 @@ end
 function support.each_backend(fn)
   local env = getfenv(2)
   for _, backend in ipairs(support.backends()) do
-    env.describe(backend .. (backend == "cuda" and " #gpu" or ""), function() fn(backend) end)
+    env.describe(backend .. (backend == "cuda" and " #gpu" or " #sim"), function() fn(backend) end)
   end
   local ok, reason = support.cuda_available()
   if not ok then env.pending("cuda #gpu: skipped, no GPU: " .. reason) end
