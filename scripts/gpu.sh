@@ -29,3 +29,4 @@ echo "busted exit status: $?" | tee -a "$out/specs.txt"
 grep -E "^not ok|^# |^1\.\." "$out/specs.txt"; grep -c "^ok" "$out/specs.txt"; tail -3 "$out/specs.txt"
 step bench
 for w in 0 1056 528; do timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/bench.txt"; done
+timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"

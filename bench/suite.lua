@@ -1,0 +1,280 @@
+-- suite.lua - the benchmark suite: each workload run by moonwarp, beside the launch-based
+-- baseline it competes with where one is available, in one run; prints a table with ratios and
+-- writes bench.csv and bench.svg.
+--   luajit bench/suite.lua [--backend cuda|sim] [--out DIR] [--quick]
+-- Baselines come from the program `bench/baselines` (CUDA C, built where nvcc is found); where
+-- it is missing, the table says so instead of inventing a figure.
+local mw = require "moonwarp"
+
+local opts = { backend = nil, out = ".", quick = false }
+do
+  local i = 1
+  while arg and arg[i] do
+    local a = arg[i]
+    if a == "--backend" then opts.backend = arg[i + 1]; i = i + 1
+    elseif a == "--out" then opts.out = arg[i + 1]; i = i + 1
+    elseif a == "--quick" then opts.quick = true
+    else error("unknown argument " .. a) end
+    i = i + 1
+  end
+end
+
+local rt = assert(mw.runtime { backend = opts.backend, frame_bytes = 512 })
+local gpu = rt.backend == "cuda"
+local small = opts.quick or not gpu
+
+local prog = assert(rt:compile [[
+task int nop() { return 1; }
+task int step(int i) { return i & 1; }
+task long chain(int n) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(step, i);
+    await(f);
+    s += (long)value(f);
+    release(f);
+  }
+  return s;
+}
+task long fib(int n) {
+  local future a, b;
+  if (n < 2) return n;
+  a = spawn(fib, n - 1);
+  b = spawn(fib, n - 2);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+// bulk: instance `index` handles 1024 consecutive elements
+task void saxpy(float a, const float *x, float *y, long n) {
+  long lo = (long)index * 1024;
+  for (long i = lo + lane; i < n && i < lo + 1024; i += 32) y[i] = a * x[i] + y[i];
+}
+// pipeline over `batch` 16x16 tiles: scale/shift -> multiply by m -> inverse scale
+task void stage_in(float *t, int batch) {
+  for (int i = lane; i < 256; i += 32) t[index * 256 + i] = t[index * 256 + i] * 0.5f + 1.0f;
+}
+task void stage_mm(const float *t, const float *m, float *u, int batch) {
+  for (int e = lane; e < 256; e += 32) {
+    int r = e / 16, c = e % 16;
+    float s = 0.0f;
+    for (int k = 0; k < 16; ++k) s += t[index * 256 + r * 16 + k] * m[k * 16 + c];
+    u[index * 256 + e] = s;
+  }
+}
+task void stage_out(float *u, int batch) {
+  for (int i = lane; i < 256; i += 32) u[index * 256 + i] = (u[index * 256 + i] - 1.0f) * 2.0f;
+}
+task int pipeline(float *t, const float *m, float *u, int batch) {
+  local future f;
+  f = spawn_bulk(stage_in, batch, t, batch);
+  await(f);
+  f = spawn_bulk(stage_mm, batch, t, m, u, batch);
+  await(f);
+  f = spawn_bulk(stage_out, batch, u, batch);
+  await(f);
+  return batch;
+}
+// dynamic fan-out: one expert task per non-empty group, sized by data read on the device
+task long expert(const int *items, int first, int count) {
+  long s = 0;
+  for (int i = lane; i < count; i += 32) s += items[first + i];
+  for (int d = 16; d > 0; d /= 2) s += __shfl_down_sync(0xffffffffu, s, d);
+  return __shfl_sync(0xffffffffu, s, 0);
+}
+task long route(const int *counts, const int *items, int groups) {
+  local future fs[48];
+  local int g, k, first;
+  local long total;
+  k = 0;
+  first = 0;
+  for (g = 0; g < groups; ++g) {
+    if (counts[g] > 0) fs[k++] = spawn(expert, items, first, counts[g]);
+    first += counts[g];
+  }
+  total = 0;
+  for (g = 0; g < k; ++g) {
+    await(fs[g]);
+    total += (long)value(fs[g]);
+  }
+  return total;
+}
+]])
+
+local function median(t)
+  table.sort(t)
+  return t[math.ceil(#t / 2)]
+end
+local function pct(t, p)
+  table.sort(t)
+  return t[math.max(1, math.ceil(#t * p))]
+end
+local function timeit(reps, fn)
+  local times = {}
+  for r = 1, reps do
+    local t0 = mw.now()
+    fn(r)
+    times[r] = mw.now() - t0
+  end
+  return times
+end
+
+local rows = {} -- { workload, figure, unit, value, better = "lower"|"higher" }
+local function row(w, f, unit, v, better) rows[#rows + 1] = { w, f, unit, v, better } end
+
+-- round trip
+do
+  local n = small and 200 or 5000
+  for _ = 1, 20 do prog.nop():await() end
+  local lat = {}
+  for i = 1, n do
+    local t0 = mw.now()
+    prog.nop():await()
+    lat[i] = (mw.now() - t0) * 1e6
+  end
+  row("round trip", "spawn->await p50", "us", pct(lat, 0.5), "lower")
+  row("round trip", "spawn->await p99", "us", pct(lat, 0.99), "lower")
+end
+
+-- dependent chain
+do
+  local hops = small and 1000 or 10000
+  prog.chain(10):await()
+  local t = median(timeit(3, function() assert(prog.chain(hops):await() == math.floor(hops / 2)) end))
+  row("dependent chain", ("hop (%d hops)"):format(hops), "us/step", t * 1e6 / hops, "lower")
+end
+
+-- fork-join
+do
+  local n = small and 16 or 30
+  local a, b = 0, 1
+  for _ = 1, n + 1 do a, b = b, a + b end
+  local tasks = 2 * a - 1
+  local t = median(timeit(3, function() prog.fib(n):await() end))
+  row("fork-join", ("fib(%d), %d tasks"):format(n, tasks), "Mtasks/s", tasks / t / 1e6, "higher")
+end
+
+-- bulk saxpy
+do
+  local n = small and 65536 or 67108864 -- 256 MB each of x and y on the GPU
+  local x, y = rt:buffer("float", n), rt:buffer("float", n)
+  local chunk = 65536
+  local xs, ys = {}, {}
+  for i = 1, chunk do xs[i] = (i % 7) * 0.5; ys[i] = 1 end
+  for first = 1, n, chunk do x:write(xs, first); y:write(ys, first) end
+  local blocks = math.floor((n + 1023) / 1024)
+  prog.saxpy:bulk(blocks, 2.0, x, y, n):await()
+  local t = median(timeit(small and 3 or 10, function() prog.saxpy:bulk(blocks, 2.0, x, y, n):await() end))
+  local got = y:read(1, 8)
+  local reps = 1 + (small and 3 or 10)
+  assert(math.abs(got[2] - (1 + reps * 2.0 * (2 % 7) * 0.5)) < 1e-3, "saxpy result")
+  row("bulk", ("saxpy over %.1f MB"):format(n * 8 / 1048576), "GB/s", 12 * n / t / 1e9, "higher")
+  x:close()
+  y:close()
+end
+
+-- pipeline
+do
+  local m = rt:buffer("float", 256)
+  local mt = {}
+  for i = 1, 256 do mt[i] = ((i - 1) % 17 == 0) and 1 or 0 end -- identity
+  m:write(mt)
+  for _, batch in ipairs { 1, 2, 4, 8, 16, 32, 64 } do
+    local t, u = rt:buffer("float", batch * 256), rt:buffer("float", batch * 256)
+    local tv = {}
+    for i = 1, batch * 256 do tv[i] = i % 5 end
+    t:write(tv)
+    prog.pipeline(t, m, u, batch):await() -- checked once, then timed (the data keeps changing)
+    local out = u:read(1, 4)
+    assert(math.abs(out[2] - ((2 % 5) * 0.5 + 1 - 1) * 2) < 1e-4, "pipeline result")
+    local time = median(timeit(small and 3 or 50, function() prog.pipeline(t, m, u, batch):await() end))
+    row("pipeline", ("3 stages, batch %d"):format(batch), "us", time * 1e6, "lower")
+    t:close()
+    u:close()
+  end
+  m:close()
+end
+
+-- dynamic fan-out
+do
+  math.randomseed(11)
+  local groups = 48
+  local counts, items, want = {}, {}, 0
+  for g = 1, groups do
+    counts[g] = math.random(0, 2) == 0 and 0 or math.random(1, 512)
+    for _ = 1, counts[g] do items[#items + 1] = math.random(-100, 100); want = want + items[#items] end
+  end
+  local cb, ib = rt:buffer("int32", groups), rt:buffer("int32", #items)
+  cb:write(counts)
+  ib:write(items)
+  local t = median(timeit(small and 3 or 50, function() assert(prog.route(cb, ib, groups):await() == want) end))
+  row("dynamic fan-out", ("%d groups, %d items"):format(groups, #items), "us", t * 1e6, "lower")
+  cb:close()
+  ib:close()
+end
+
+local workers = rt:stats().workers
+rt:close()
+
+-- baselines, measured by bench/baselines in this same run where it was built
+local baseline = {}
+local function exists(p) local f = io.open(p) if f then f:close() return true end end
+local here = (arg and arg[0] or "bench/suite.lua"):match("^(.*)/[^/]*$") or "."
+local bin = os.getenv("MW_BASELINES") or here .. "/baselines"
+if gpu and exists(bin) then
+  local p = io.popen(bin .. " 2>&1")
+  for line in p:lines() do
+    local key, value = line:match("^([^,]+),([-%d.e+]+)$")
+    if key then baseline[key] = tonumber(value) end
+  end
+  p:close()
+end
+
+local out_rows = {}
+print(("moonwarp bench on %s (%d workers), %s"):format(gpu and "cuda" or "sim", workers,
+  os.date("!%Y-%m-%d")))
+print(("%-16s %-26s %12s %10s  %-28s %s"):format("workload", "figure", "moonwarp", "unit",
+  "baseline", "ratio"))
+for _, r in ipairs(rows) do
+  local key = r[1] .. "/" .. r[2]
+  local b = baseline[key]
+  local ratio = b and (r[5] == "lower" and b / r[4] or r[4] / b)
+  print(("%-16s %-26s %12.3f %10s  %-28s %s"):format(r[1], r[2], r[4], r[3],
+    b and ("%.3f"):format(b) or "(no baseline in this run)", ratio and ("%.2fx"):format(ratio) or "-"))
+  out_rows[#out_rows + 1] = { r[1], r[2], r[3], r[4], b or "", ratio or "" }
+end
+
+-- CSV
+local csv = assert(io.open(opts.out .. "/bench.csv", "w"))
+csv:write("workload,figure,unit,moonwarp,baseline,ratio\n")
+for _, r in ipairs(out_rows) do
+  csv:write(('"%s","%s",%s,%s,%s,%s\n'):format(r[1], r[2], r[3], tostring(r[4]), tostring(r[5]),
+    tostring(r[6])))
+end
+csv:close()
+
+-- SVG: one bar per figure, moonwarp beside its baseline, each pair scaled to its own maximum
+local svg = {}
+local w, bar, gap = 900, 14, 10
+local h = 40 + #out_rows * (2 * bar + gap)
+svg[#svg + 1] = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'):format(w, h)
+svg[#svg + 1] = ('<text x="10" y="20" font-size="14">moonwarp (blue) vs baseline (grey), %s, %s</text>'):format(gpu and "cuda" or "sim", os.date("!%Y-%m-%d"))
+for i, r in ipairs(out_rows) do
+  local y = 40 + (i - 1) * (2 * bar + gap)
+  local mv, bv = r[4], tonumber(r[5]) or 0
+  local top = math.max(mv, bv, 1e-12)
+  svg[#svg + 1] = ('<text x="10" y="%d">%s: %s (%s)</text>'):format(y + bar, r[1], r[2], r[3])
+  svg[#svg + 1] = ('<rect x="330" y="%d" width="%.1f" height="%d" fill="#3a6ea5"/>'):format(y, 450 * mv / top, bar - 2)
+  svg[#svg + 1] = ('<text x="%.1f" y="%d">%.3g</text>'):format(335 + 450 * mv / top, y + bar - 3, mv)
+  if bv > 0 then
+    svg[#svg + 1] = ('<rect x="330" y="%d" width="%.1f" height="%d" fill="#999"/>'):format(y + bar, 450 * bv / top, bar - 2)
+    svg[#svg + 1] = ('<text x="%.1f" y="%d">%.3g</text>'):format(335 + 450 * bv / top, y + 2 * bar - 3, bv)
+  end
+end
+svg[#svg + 1] = "</svg>\n"
+local f = assert(io.open(opts.out .. "/bench.svg", "w"))
+f:write(table.concat(svg, "\n"))
+f:close()
+print(("wrote %s/bench.csv and %s/bench.svg"):format(opts.out, opts.out))

@@ -1,0 +1,36 @@
+-- bench_spec.lua - the benchmark suite runs end to end on sim and writes its table, CSV and plot
+-- (its figures are measured on a GPU; here only that it works and writes what it promises).
+local support = require "spec.support"
+
+describe("bench/suite.lua #sim", function()
+  it("prints a table and writes bench.csv and bench.svg with a row per figure", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
+    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " "
+    local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
+      .. support.shell_quote(dir))
+    assert.equals(0, status, out)
+    for _, w in ipairs { "round trip", "dependent chain", "fork-join", "bulk", "pipeline",
+      "dynamic fan-out" } do
+      assert.truthy(out:find("\n" .. w, 1, true), w .. " missing in:\n" .. out)
+    end
+    local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
+    local lines = {}
+    for line in csv:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.equals("workload,figure,unit,moonwarp,baseline,ratio", lines[1])
+    assert.equals(14, #lines) -- 13 figures
+    for i = 2, #lines do
+      local value = tonumber(lines[i]:match('^"[^"]*","[^"]*",[^,]+,([^,]+),'))
+      assert.is_true(value ~= nil and value > 0, lines[i])
+    end
+    local svg = assert(io.open(dir .. "/bench.svg")):read("*a")
+    assert.truthy(svg:find("^<svg "))
+    assert.truthy(svg:find("</svg>%s*$"))
+    local bars = 0
+    for _ in svg:gmatch("<rect ") do bars = bars + 1 end
+    assert.equals(13, bars)
+    os.execute("rm -rf " .. support.shell_quote(dir))
+  end)
+end)
