@@ -2,8 +2,8 @@
 -- baseline it competes with where one is available, in one run; prints a table with ratios and
 -- writes bench.csv and bench.svg.
 --   luajit bench/suite.lua [--backend cuda|sim] [--out DIR] [--quick]
--- Baselines come from the program `bench/baselines` (CUDA C, built where nvcc is found); where
--- it is missing, the table says so instead of inventing a figure.
+-- Baselines come from bench/baselines.cu, built by scripts/gpu.sh with nvcc and named by
+-- $MW_BASELINES; where it is missing, the table says so instead of inventing a figure.
 local mw = require "moonwarp"
 
 local opts = { backend = nil, out = ".", quick = false }
@@ -210,7 +210,7 @@ do
   cb:write(counts)
   ib:write(items)
   local t = median(timeit(small and 3 or 50, function() assert(prog.route(cb, ib, groups):await() == want) end))
-  row("dynamic fan-out", ("%d groups, %d items"):format(groups, #items), "us", t * 1e6, "lower")
+  row("dynamic fan-out", ("%d groups"):format(groups), "us", t * 1e6, "lower")
   cb:close()
   ib:close()
 end
@@ -219,15 +219,17 @@ local workers = rt:stats().workers
 rt:close()
 
 -- baselines, measured by bench/baselines in this same run where it was built
-local baseline = {}
+local baseline, baseline_order = {}, {}
 local function exists(p) local f = io.open(p) if f then f:close() return true end end
-local here = (arg and arg[0] or "bench/suite.lua"):match("^(.*)/[^/]*$") or "."
-local bin = os.getenv("MW_BASELINES") or here .. "/baselines"
-if gpu and exists(bin) then
+local bin = os.getenv("MW_BASELINES")
+if bin and exists(bin) then
   local p = io.popen(bin .. " 2>&1")
   for line in p:lines() do
     local key, value = line:match("^([^,]+),([-%d.e+]+)$")
-    if key then baseline[key] = tonumber(value) end
+    if key then
+      baseline[key] = tonumber(value)
+      baseline_order[#baseline_order + 1] = key
+    end
   end
   p:close()
 end
@@ -244,6 +246,15 @@ for _, r in ipairs(rows) do
   print(("%-16s %-26s %12.3f %10s  %-28s %s"):format(r[1], r[2], r[4], r[3],
     b and ("%.3f"):format(b) or "(no baseline in this run)", ratio and ("%.2fx"):format(ratio) or "-"))
   out_rows[#out_rows + 1] = { r[1], r[2], r[3], r[4], b or "", ratio or "" }
+  baseline[key] = nil
+end
+-- the baselines' reference figures that no moonwarp row matches (the floor, graph steps, ...)
+for _, key in ipairs(baseline_order) do
+  if baseline[key] then
+    local w, fig = key:match("^([^/]+)/(.*)$")
+    print(("%-16s %-26s %12s %10s  %-28.3f %s"):format(w or key, fig or "", "", "", baseline[key],
+      "(reference)"))
+  end
 end
 
 -- CSV

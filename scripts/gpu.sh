@@ -29,4 +29,6 @@ echo "busted exit status: $?" | tee -a "$out/specs.txt"
 grep -E "^not ok|^# |^1\.\." "$out/specs.txt"; grep -c "^ok" "$out/specs.txt"; tail -3 "$out/specs.txt"
 step bench
 for w in 0 1056 528; do timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/bench.txt"; done
+timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
+  export MW_BASELINES=$PWD/build-gpu/baselines
 timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
