@@ -6,31 +6,9 @@ local mw = require "moonwarp"
 local backend = arg and arg[1]
 local workers = tonumber(arg and arg[2])
 if workers == 0 then workers = nil end
-local rt = assert(mw.runtime { backend = backend, workers = workers })
-local prog = assert(rt:compile [[
-task int nop() { return 1; }
-task int step(int i) { return i & 1; }
-task long chain(int n) {
-  local future f;
-  local int i;
-  local long s;
-  for (i = 0; i < n; ++i) {
-    f = spawn(step, i);
-    await(f);
-    s += (long)value(f);
-    release(f);
-  }
-  return s;
-}
-task long fib(int n) {
-  local future a, b;
-  if (n < 2) return n;
-  a = spawn(fib, n - 1);
-  b = spawn(fib, n - 2);
-  await_all(a, b);
-  return value(a) + value(b);
-}
-]])
+local rt = assert(mw.runtime { backend = backend, workers = workers, frame_bytes = 512 })
+local here = (arg and arg[0] or "bench/core.lua"):match("^(.*)/[^/]*$") or "."
+local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
 
 local function percentile(t, p)
   table.sort(t)
