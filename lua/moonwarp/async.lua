@@ -24,6 +24,9 @@ function Task:done() return self.finished end
 --- The results of the coroutine's function: runs the scheduler until it has finished when
 -- called outside a coroutine; inside one, waits (yielding) for it. Raises its error.
 function Task:await(timeout)
+  if timeout ~= nil and not (type(timeout) == "number" and timeout >= 0) then
+    error("bad argument #1 to 'await' (number of seconds >= 0 expected, got " .. type(timeout) .. ")", 2)
+  end
   local deadline = timeout and M.now() + timeout
   while not self.finished do
     if handles[coroutine.running() or false] then
@@ -97,6 +100,9 @@ end
 
 --- Runs until no coroutine waits, or timeout_s passes; returns how many still wait.
 function M.run(timeout)
+  if timeout ~= nil and not (type(timeout) == "number" and timeout >= 0) then
+    error("bad argument #1 to 'run' (number of seconds >= 0 expected, got " .. type(timeout) .. ")", 2)
+  end
   local deadline = timeout and M.now() + timeout
   local left = M.poll()
   while left > 0 do
