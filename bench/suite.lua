@@ -148,7 +148,7 @@ local bin = os.getenv("MW_BASELINES")
 if bin and exists(bin) then
   local p = io.popen(bin .. " 2>&1")
   for line in p:lines() do
-    local key, value = line:match("^([^,]+),([-%d.e+]+)$")
+    local key, value = line:match("^(.*),([-%d.e+]+)$") -- a figure's name may hold commas
     if key then
       baseline[key] = tonumber(value)
       baseline_order[#baseline_order + 1] = key

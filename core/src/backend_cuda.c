@@ -23,9 +23,10 @@ typedef struct cuda_be {
   mw_CUdevice dev;
   mw_CUstream exec; /* the executor's stream: busy for the executor's whole life */
   mw_CUstream aux;  /* allocations and copies, never queued behind the executor */
-  mw_CUmodule mod, next_mod;
-  mw_CUfunction fn, next_fn;
-  int sm, nsm, next_fit;
+  mw_CUmodule mod;
+  mw_CUfunction fn;
+  void *next_image; /* built, loaded at the next launch: loading a module waits for a running kernel */
+  int sm, nsm;
   int faulted;
 } cuda_be;
 
@@ -99,6 +100,7 @@ static int cuda_open(mw_runtime *rt, const mw_runtime_desc *d) {
 static void cuda_close(mw_runtime *rt) {
   cuda_be *be = rt->be;
   if (!be) return;
+  free(be->next_image);
   if (be->ctx) {
     mw__cu.cuCtxSetCurrent(be->ctx);
     mw__cu.cuCtxDestroy(be->ctx); /* frees modules, streams and memory of the context */
@@ -186,6 +188,17 @@ static int cuda_build(mw_runtime *rt, const char *source) {
     free(log);
     mw__cache_put(key, "cubin", image, size);
   }
+  free(be->next_image);
+  be->next_image = image;
+  return 0;
+}
+
+/* Loads the image of the last build (the executor has stopped): on failure the running module
+ * stays and the image is dropped. Sets how many workers fit. */
+static int load_next(mw_runtime *rt) {
+  cuda_be *be = rt->be;
+  void *image = be->next_image;
+  be->next_image = NULL;
   mw_CUmodule mod = NULL;
   mw_CUresult r = mw__cu.cuModuleLoadData(&mod, image);
   free(image);
@@ -205,10 +218,21 @@ static int cuda_build(mw_runtime *rt, const char *source) {
     return MW_ECUDA;
   }
   if (blocks > MAX_BLOCKS_PER_SM) blocks = MAX_BLOCKS_PER_SM;
-  if (be->next_mod) mw__cu.cuModuleUnload(be->next_mod);
-  be->next_mod = mod;
-  be->next_fn = fn;
-  be->next_fit = blocks * be->nsm * WARPS_PER_BLOCK;
+  if (be->mod) mw__cu.cuModuleUnload(be->mod);
+  be->mod = mod;
+  be->fn = fn;
+  /* every worker must be resident at once: never more than the occupancy allows */
+  uint32_t fit = (uint32_t)(blocks * be->nsm * WARPS_PER_BLOCK);
+  uint32_t want = rt->desc.workers ? rt->desc.workers
+                                   : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
+  if (want > fit) want = fit;
+  if (want > rt->max_workers) want = rt->max_workers;
+  if (want != rt->nworkers) {
+    rt->nworkers = want;
+    rt->state.nworkers = want;
+    int rc = cuda_h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &want, 4);
+    if (rc) return rc;
+  }
   return 0;
 }
 
@@ -216,22 +240,7 @@ static int cuda_launch(mw_runtime *rt) {
   cuda_be *be = rt->be;
   int rc = cur(rt);
   if (rc) return rc;
-  if (be->next_mod) {
-    if (be->mod) mw__cu.cuModuleUnload(be->mod);
-    be->mod = be->next_mod;
-    be->fn = be->next_fn;
-    be->next_mod = NULL;
-    /* every worker must be resident at once: never more than the occupancy allows */
-    uint32_t want = rt->desc.workers ? rt->desc.workers
-                                     : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
-    if (want > (uint32_t)be->next_fit) want = (uint32_t)be->next_fit;
-    if (want > rt->max_workers) want = rt->max_workers;
-    if (want != rt->nworkers) {
-      rt->nworkers = want;
-      rt->state.nworkers = want;
-      if ((rc = cuda_h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &want, 4))) return rc;
-    }
-  }
+  if (be->next_image && (rc = load_next(rt))) return rc;
   if (!be->fn) return MW_EINVAL;
   unsigned grid = (rt->nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
   uint64_t st = rt->state_dev;

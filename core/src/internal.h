@@ -26,10 +26,13 @@ typedef struct mw__backend_ops {
   void (*free)(mw_runtime *rt, uint64_t dev);
   int (*h2d)(mw_runtime *rt, uint64_t dst, const void *src, size_t n);
   int (*d2h)(mw_runtime *rt, void *dst, uint64_t src, size_t n);
-  /* Compiles the generated source and loads it as the next executor image. On MW_ECOMPILE
-   * the log is in rt->err. Does not disturb a running executor. */
+  /* Compiles the generated source into the next executor image. On MW_ECOMPILE the log is in
+   * rt->err. Does not disturb a running executor (on cuda even loading a module would wait for
+   * it, so the image is loaded by the next launch). */
   int (*build)(mw_runtime *rt, const char *source);
-  /* Launches the executor of the last build on rt->state_dev with rt->nworkers workers. */
+  /* Launches the executor of the last build on rt->state_dev with rt->nworkers workers. If the
+   * new image cannot be loaded it is dropped and the error returned: the next launch runs the
+   * image that ran before. */
   int (*launch)(mw_runtime *rt);
   /* 1 while the executor runs, 0 once it has exited, or a negative MW_E* after a fault (with
    * the message in rt->err). Never blocks. */

@@ -445,11 +445,20 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   }
   free(gen);
   /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
+  int was_running = rt->running;
   if (!rc && rt->running) rc = stop_executor(rt, 10.0);
   uint32_t old_kinds = rt->state.nkinds;
-  rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
-  if (!rc) rc = start_executor(rt);
-  if (rc) rt->state.nkinds = old_kinds;
+  if (!rc) {
+    rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
+    rc = start_executor(rt);
+    if (rc) {
+      rt->state.nkinds = old_kinds;
+      char why[sizeof rt->err];
+      snprintf(why, sizeof why, "%s", rt->err);
+      /* the image that ran before carries on with the tasks in flight */
+      if (was_running && !rt->faulted && start_executor(rt) == 0) snprintf(rt->err, sizeof rt->err, "%s", why);
+    }
+  }
   if (rc) {
     mw__set_error_str(rt->err);
     mw__parsed_free(&p->parsed);

@@ -1,7 +1,8 @@
 -- summary.lua - a busted output handler: one character per test while it runs, then the
 -- details of every failure and error, the message of every skipped (pending) test, and last
 -- exactly one line "N passed, N failed, N skipped". Errors (in a test, a describe block or a
--- spec file) count as failed; pending tests count as skipped.
+-- spec file) count as failed; pending tests count as skipped. With MW_SPEC_TRACE=1 it writes a
+-- line as each test starts and ends instead of the characters, so a test that hangs is named.
 --
 --   luajit /usr/bin/busted -o spec/output/summary.lua
 return function(options)
@@ -39,8 +40,22 @@ return function(options)
     return text
   end
 
-  handler.testEnd = function(_, _, status)
-    write(marks[status] or "?")
+  local trace = os.getenv("MW_SPEC_TRACE") == "1"
+  local started
+
+  handler.testStart = function(element)
+    started = os.clock()
+    write("start: ", handler.getFullName(element), "\n")
+    return nil, true
+  end
+
+  handler.testEnd = function(element, _, status)
+    if trace then
+      write(string.format("%s: %s (%.2f s cpu)\n", status, handler.getFullName(element),
+        os.clock() - (started or os.clock())))
+    else
+      write(marks[status] or "?")
+    end
     return nil, true
   end
 
@@ -70,6 +85,7 @@ return function(options)
     return nil, true
   end
 
+  if trace then busted.subscribe({ "test", "start" }, handler.testStart) end
   busted.subscribe({ "test", "end" }, handler.testEnd, { predicate = handler.cancelOnPending })
   busted.subscribe({ "suite", "end" }, handler.suiteEnd)
   busted.subscribe({ "error", "file" }, handler.errorOutside)
