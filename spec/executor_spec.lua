@@ -150,7 +150,7 @@ support.each_backend(function(backend)
       { task = "trap", what = "a trap" },
     }
     for _, case in ipairs(cases) do
-      it(case.what .. " fails every pending await; close returns; a new runtime works", function()
+      it(case.what .. " fails every pending await; close returns; a new runtime works #fault", function()
         local rt = support.runtime(backend)
         local prog = support.compile(rt, SOURCE, "executor_tasks.cu")
         local flag = rt:buffer("int32", 1)
