@@ -1,4 +1,4 @@
-/* future.c - the moonwarp.future type (await, done, state) and mw.join / mw.any.
+/* future.c - the moonwarp.future type (await, done, state, cancel) and mw.join / mw.any.
  *
  * A future holds the host's hold on a core future until f:close() or __gc releases it. The
  * first time a result is seen (await, poll) it is copied into the userdata, so a future can be
@@ -159,6 +159,23 @@ static int f_state(lua_State *L) {
   return 1;
 }
 
+/* f:cancel(): asks the task to stop (one that has not started never runs; a running one stops
+ * at its next spawn or await; its children are cancelled too). true when the request was
+ * delivered (the future was pending), false when it had completed already; nil, message, code
+ * when it could not be sent (ECAPACITY: the inbox stayed full for spawn_timeout). */
+static int f_cancel(lua_State *L) {
+  mwl_future *fu = mwl_check_future(L, 1);
+  int rc;
+  if (fu->have) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  rc = mw_future_cancel(fu->r->rt, fu->f, fu->r->spawn_timeout);
+  if (rc < 0) return mwl_fail_rt(L, fu->r, rc);
+  lua_pushboolean(L, rc == 1);
+  return 1;
+}
+
 /* Shared by f:close() and __gc: gives up the host's hold once. */
 static void future_release(mwl_future *fu) {
   if (fu->f == 0 || fu->r == NULL) return;
@@ -307,7 +324,8 @@ int mwl_future_any(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"await", f_await}, {"done", f_done}, {"state", f_state}, {"close", f_close}, {NULL, NULL},
+    {"await", f_await}, {"done", f_done},     {"state", f_state},
+    {"cancel", f_cancel}, {"close", f_close}, {NULL, NULL},
 };
 
 void mwl_future_init(lua_State *L) {

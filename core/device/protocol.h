@@ -23,7 +23,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 1
+#define MW_PROTOCOL_VERSION 2
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -35,23 +35,47 @@
 
 /* ---- future slots (device memory) --------------------------------------------------------
  * ctl packs generation and one word: gen << 32 | word.
- *   word == MW_CTL_EMPTY   pending, nobody waits
  *   word == MW_CTL_CLOSED  complete: status, value, code and msg are final
- *   otherwise              pending; word is the waiting frame's index + 1
+ *   otherwise              pending; word & MW_CTL_WAITER is the waiting frame's index + 1
+ *                          (0: nobody waits), word & MW_CTL_CANCEL says cancellation was asked
  * A slot whose ctl generation is g-1 with word CLOSED is, for a handle of generation g, a
  * future that has not started yet (the slot was handed out but its task has not run): an
- * awaiter may register on it by moving ctl to (g, waiter) with a CAS. So allocating a slot
- * never writes ctl, and a host may hand out a handle before the device has seen the spawn.
+ * awaiter may register on it by moving ctl to (g, waiter) with a CAS, a canceller may move it
+ * to (g, CANCEL). So allocating a slot never writes ctl, and a host may hand out a handle
+ * before the device has seen the spawn.
  *
  * Completion (producer, one lane):  write value/status/code/msg; __threadfence();
- *   old = atomicExch(ctl, gen<<32|CLOSED); if old's word is a waiter, wake it (see join below).
- * Await (waiter, one lane): CAS ctl from (gen, EMPTY) or (gen-1, CLOSED) to (gen, me);
- *   a CAS that finds (gen, CLOSED) means already complete. __threadfence() after seeing CLOSED
- *   before reading value (pairs with the producer's fence before the exchange).
+ *   old = atomicExch(ctl, gen<<32|CLOSED); if old's word names a waiter, wake it (see join below).
+ * Await (waiter, one lane): CAS ctl from (gen, no waiter) or (gen-1, CLOSED) to (gen, me),
+ *   keeping the CANCEL bit; a CAS that finds (gen, CLOSED) means already complete.
+ *   __threadfence() after seeing CLOSED before reading value (pairs with the producer's fence
+ *   before the exchange).
  * Each slot has exactly one device waiter at a time; a second awaiter of the same pending
- * future gets MW_FAIL_AWAITED. */
+ * future gets MW_FAIL_AWAITED.
+ *
+ * Cancellation (canceller, one lane of any worker: a task calling cancel(f), a worker taking a
+ *   host cancel message from the inbox, a task finishing by cancellation for its children):
+ *   1. CAS ctl from (gen, word) or (gen-1, CLOSED) to the same with MW_CTL_CANCEL set. A CAS
+ *      that finds (gen, CLOSED) means complete (nothing to do, "not delivered"); a newer
+ *      generation means a stale handle. At most one canceller succeeds per generation, and
+ *      the generation check makes a late request for an earlier task harmless.
+ *   2. __threadfence() (SC; pairs with the task's fence in its await, see join below).
+ *   3. read fref (the producer's frame and its epoch); if there is one, CAS the frame's join
+ *      from (epoch, bits) to (epoch, bits | WOKEN). A different epoch means the frame has been
+ *      reused: the task is finished, nothing to do. If the old bits had neither HOLD nor a zero
+ *      count, the task was suspended: the canceller makes it runnable (it alone, since no
+ *      decrement can bring a word with WOKEN to zero).
+ *   The task itself reads its own ctl (cancel requested: gen matches, not CLOSED, CANCEL set)
+ *   when it starts (never running the body then), at each spawn (the spawn is skipped and the
+ *   task ends cancelled) and at each await (before registering and again after resuming), and
+ *   stops there with status CANCELLED. A cancel request that arrives while the body runs
+ *   between those points is seen at the next one; a body that returns before it completes
+ *   normally. A task that ends cancelled (itself, or by awaiting a cancelled child with
+ *   await) first cancels every child it still owns (spawned, not released), then completes. */
 #define MW_CTL_EMPTY 0u
 #define MW_CTL_CLOSED 0xffffffffu
+#define MW_CTL_CANCEL 0x40000000u
+#define MW_CTL_WAITER 0x3fffffffu
 
 enum mw_status { MW_ST_PENDING = 0, MW_ST_OK = 1, MW_ST_FAILED = 2, MW_ST_CANCELLED = 3 };
 
@@ -80,7 +104,7 @@ enum mw_fail_code {
   MW_FAIL_BAD_KIND = -6,     /* descriptor named a kind this executor does not have */
   MW_FAIL_DIVERGED = -7,     /* lanes reached different collectives (sim checks this) */
   MW_FAIL_BULK_AWAIT = -8,   /* a bulk instance tried to await */
-  MW_FAIL_CANCELLED = -9     /* an awaited child was cancelled */
+  MW_FAIL_CANCELLED = -9     /* cancelled: the task itself, or a child it awaited with await */
 };
 
 #define MW_MSG_BYTES 96
@@ -90,12 +114,13 @@ typedef struct mw_slot {
   mw_u64 value;   /* result bits, valid once CLOSED */
   mw_u32 status;  /* enum mw_status, valid once CLOSED */
   mw_u32 rtype;   /* enum mw_rtype of the producer's result */
-  mw_i32 code;    /* failure code when status is FAILED or CANCELLED */
+  mw_i32 code;    /* failure code when status is FAILED or CANCELLED (MW_FAIL_CANCELLED) */
   mw_u32 refs;    /* device slots: producer + owner references; freed at 0 (atomicSub) */
   mw_u32 sibling; /* next slot (index + 1) in the owning task's child list; owner-only */
   mw_u32 kind;    /* producer's kind id, for messages */
-  mw_u32 frame;   /* producer's frame index + 1 while the task exists, else 0 */
-  mw_u32 pad;
+  mw_u64 fref;    /* producer's frame: epoch << 32 | (frame index + 1); 0 = none yet. Written
+                   * by whoever sets the frame up (spawn, inbox take) before the task can run;
+                   * read by cancellers, who check the epoch against the frame's join. */
   char msg[MW_MSG_BYTES]; /* failure message, NUL-terminated */
 } mw_slot;            /* 144 bytes */
 
@@ -103,24 +128,54 @@ typedef struct mw_slot {
  * A frame is the whole state of one task: this header, then the task's parameters and
  * declared locals (the generated struct). Frames are frame_bytes apart in one array.
  * A frame is owned by exactly one worker at a time: the one running it, or, while it is
- * suspended, nobody (it is reachable only through the waiter word of the slots it awaits). */
+ * suspended, nobody (it is reachable only through the waiter word of the slots it awaits, and
+ * through its producer slot's fref for a canceller); whoever makes it runnable owns it next.
+ * A task woken by a canceller leaves registrations behind: its frame outlives the task until
+ * the last of them completes (DONE below). */
 #define MW_FRAME_HDR_BYTES 64u
 
-enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u };
+/* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
+ * MW_FR_FAILED: a bulk instance failed, the first to set it writes the message (atomicOr). */
+enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u };
+
+/* join: epoch << 32 | bits. The epoch grows by one each time the frame is set up for a task
+ * (plain store by the one setting it up, which owns the free frame), so a canceller holding an
+ * old fref cannot touch the frame of a later task. The bits, all changed by atomics except the
+ * store that opens an await (by the task, which owns its frame):
+ *   COUNT  awaited futures not yet complete
+ *   HOLD   the task is still registering (the count is not final)
+ *   WOKEN  a canceller took over the wake-up (set once, by CAS, see Cancellation above)
+ *   DONE   the task has finished while COUNT was not zero: the frame is freed by the
+ *          completion that brings COUNT to zero
+ * Await (task, lane 0): store join = epoch | HOLD + n; __threadfence() (SC, pairs with the
+ *   canceller's step 2: either the task sees CANCEL in its own ctl, or the canceller sees this
+ *   store); read own ctl: if cancelled, take HOLD + n back and stop. Else register on each
+ *   future, then atomically subtract HOLD + (futures already complete). If the result has
+ *   WOKEN the task goes on (a canceller came while it registered: it will stop); if COUNT is
+ *   zero it goes on; else it is suspended.
+ * Completion of an awaited future: atomically subtract 1. A result of exactly 0 makes the task
+ *   runnable; a result with COUNT zero and DONE set frees the frame; anything else does
+ *   nothing (more to come, the task is registering, or a canceller woke it).
+ * Finish: a task whose join has WOKEN may still have registrations outstanding (it was woken
+ *   while suspended): it sets DONE with atomicOr and frees the frame only if COUNT was zero.
+ *   A task without WOKEN has COUNT zero and frees its frame at once. */
+#define MW_JOIN_COUNT 0x00ffffffu
+#define MW_JOIN_HOLD 0x01000000u
+#define MW_JOIN_WOKEN 0x02000000u
+#define MW_JOIN_DONE 0x04000000u
 
 typedef struct mw_frame_hdr {
   mw_u32 kind;     /* kind id */
   mw_u32 resume;   /* resume point of the state machine, 0 = start */
   mw_u64 fut;      /* the future this task completes */
-  mw_u32 join;     /* awaits still outstanding + 1 while registering; the decrement to 0 wakes */
-  mw_u32 children; /* first owned child slot (index + 1), 0 = none */
+  mw_u64 join;     /* epoch << 32 | MW_JOIN_* bits, see above */
   mw_u32 flags;    /* enum mw_frame_flags */
-  mw_u32 await_n;  /* number of futures of the current await */
+  mw_u32 children; /* first owned child slot (index + 1), 0 = none */
   mw_u64 await_f[2]; /* the first futures of the current await, re-checked for failure on wake */
   /* bulk: n instances share this frame; each queue entry holds one reference */
   mw_u32 bulk_n;
-  mw_u32 bulk_next; /* next index to claim (atomicAdd) */
-  mw_u32 bulk_done; /* instances finished (atomicAdd); the one reaching n completes the future */
+  mw_u32 bulk_next; /* next index to claim (atomicAdd; atomicExch to n when cancelled) */
+  mw_u32 bulk_done; /* instances finished or skipped (atomicAdd); reaching n completes the future */
   mw_u32 bulk_refs; /* queue entries + running workers holding the frame (atomicAdd/Sub) */
 } mw_frame_hdr;
 
@@ -135,20 +190,30 @@ typedef struct mw_frame_hdr {
  *   the device, after copying the cell out, sets seq = t + cap (free for ticket t + cap).
  * Host write: wait seq == t (host-acquire), fill the cell, host-release seq = t + 1.
  * Device take: head is a device-memory counter. Read t = head, sys-acquire seq; if seq == t+1,
- *   CAS head t -> t+1 to claim, copy the cell, then sys-release seq = t + cap. */
+ *   CAS head t -> t+1 to claim, copy the cell, then sys-release seq = t + cap.
+ *
+ * A cell is either a spawn or, with MW_IN_CANCEL, a cancel request for the future in fut (kind,
+ * args unused): the worker that takes it runs the Cancellation steps of the slot section on
+ * that future; it needs no frame. Cancelling a host future whose spawn the device has not
+ * taken yet: the host also sets MW_IN_CANCELLED in the spawn's own cell while its seq is still
+ * t + 1 (a plain release store; the host is the only writer of cells and reuses this one only
+ * for ticket t + cap, after the device freed it). A worker that copies a spawn with that flag
+ * completes its future as cancelled without running it. Whether the device read the flag
+ * before or after the store is a race the host cannot see, so it always sends the cancel
+ * message too: a second request for a cancelled or complete future is a no-op. */
 #define MW_INBOX_ARG_BYTES 96u
 
 typedef struct mw_inbox_cell {
   mw_u64 seq;
-  mw_u64 fut;   /* host future handle the task completes */
+  mw_u64 fut;   /* host future handle the task completes, or the one to cancel */
   mw_u32 kind;  /* kind id */
   mw_u32 bytes; /* bytes of args used */
-  mw_u32 flags; /* MW_IN_BULK: args followed by n in bulk_n */
+  mw_u32 flags; /* MW_IN_BULK: args followed by n in bulk_n; MW_IN_CANCEL, MW_IN_CANCELLED */
   mw_u32 bulk_n;
   mw_u8 args[MW_INBOX_ARG_BYTES]; /* the task's parameter struct, laid out by the generator */
 } mw_inbox_cell; /* 128 bytes */
 
-enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u };
+enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u };
 
 /* ---- completion ring (pinned; device workers produce, the host consumes) -----------------
  * cap cells, cap a power of two and at least the number of host future slots, so a producer

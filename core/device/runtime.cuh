@@ -54,6 +54,8 @@ struct future {
 
 /* A future that could not get a slot: awaiting it fails with MW_FAIL_CAPACITY. */
 #define MW_FUT_NOSLOT 0xfffffffffffffffeull
+/* The future of a spawn that a cancelled task skipped: reads as cancelled. */
+#define MW_FUT_SKIPPED 0xfffffffffffffffdull
 
 enum { MW_RUN_DONE = 0, MW_RUN_SUSPEND = 1, MW_RUN_FAIL = 2 };
 
@@ -72,6 +74,7 @@ struct mw_ctx {
   mw_u64 value;      /* result bits */
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
+  mw_u32 cancelled;  /* the task saw its cancellation (start, spawn or await): it ends cancelled */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
 };
 
@@ -96,6 +99,9 @@ __device__ __forceinline__ mw_u64 mw_xchg64(mw_u64 *p, mw_u64 v) {
 }
 __device__ __forceinline__ mw_u64 mw_add64(mw_u64 *p, mw_u64 v) {
   return (mw_u64)atomicAdd((unsigned long long *)p, (unsigned long long)v);
+}
+__device__ __forceinline__ mw_u64 mw_or64(mw_u64 *p, mw_u64 v) {
+  return (mw_u64)atomicOr((unsigned long long *)p, (unsigned long long)v);
 }
 __device__ __forceinline__ mw_frame_hdr *mw_frame(mw_state *st, mw_u32 f) {
   return (mw_frame_hdr *)(st->frames + (mw_u64)f * st->frame_bytes);
@@ -247,7 +253,97 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
   w->lifo = f;
 }
 
+/* Sets frame f up for a new task: its join gets the next epoch and no bits. Returns the fref
+ * its future slot carries (protocol.h). Lane 0, owning the free frame. */
+__device__ mw_u64 mw_frame_open(mw_state *st, mw_u32 f) {
+  mw_frame_hdr *fh = mw_frame(st, f);
+  mw_u64 ep = ((mw_ld64(&fh->join) >> 32) + 1) & 0xffffffffull;
+  mw_st64(&fh->join, ep << 32);
+  return (ep << 32) | (mw_u64)(f + 1);
+}
+
+/* Gives the running task's frame back (protocol.h, join: Finish). Lane 0. */
+__device__ void mw_frame_release(mw_ctx *c, mw_frame_hdr *h, mw_u32 f) {
+  if ((mw_u32)mw_ld64(&h->join) & MW_JOIN_WOKEN) {
+    MW_FENCE();
+    if ((mw_u32)mw_or64(&h->join, MW_JOIN_DONE) & MW_JOIN_COUNT) return; /* the last completion frees it */
+  }
+  mw_frame_free(c, f);
+}
+
+/* Whether the task of future fut was asked to cancel: its slot is pending for fut's generation
+ * with the CANCEL bit. Lane 0. */
+__device__ bool mw_cancel_asked(mw_state *st, mw_u64 fut) {
+  mw_u64 ctl = mw_ld64(&st->slots[MW_FUT_SLOT(fut)].ctl);
+  mw_u32 w = (mw_u32)ctl;
+  return (mw_u32)(ctl >> 32) == MW_FUT_GEN(fut) && w != MW_CTL_CLOSED && (w & MW_CTL_CANCEL);
+}
+
+/* Asks the task of future fut to stop (protocol.h, Cancellation). Lane 0. Returns 1 when the
+ * request was delivered (the future was pending, or already asked), 0 when it was complete or
+ * the handle names no live future. */
+__device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
+  mw_state *st = c->st;
+  mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
+  if (fut == 0 || s >= st->nslots) return 0;
+  mw_slot *sl = &st->slots[s];
+  for (;;) {
+    mw_u64 old = mw_ld64(&sl->ctl), nv;
+    mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
+    if (og == g && w != MW_CTL_CLOSED) {
+      if (w & MW_CTL_CANCEL) return 1; /* asked already */
+      nv = old | MW_CTL_CANCEL;
+    } else if (og + 1u == g && w == MW_CTL_CLOSED) {
+      nv = ((mw_u64)g << 32) | MW_CTL_CANCEL; /* not started, nobody waits */
+    } else {
+      return 0; /* complete, or a stale handle */
+    }
+    if (mw_cas64(&sl->ctl, old, nv) == old) break;
+  }
+  __threadfence(); /* CANCEL before reading the frame's join (SC: pairs with the await's fence) */
+  mw_u64 fr = mw_ld64(&sl->fref);
+  if ((mw_u32)fr == 0) return 1; /* no frame yet: the task sees CANCEL when it starts */
+  mw_u32 f = (mw_u32)fr - 1;
+  mw_frame_hdr *fh = mw_frame(st, f);
+  for (;;) {
+    mw_u64 j = mw_ld64(&fh->join);
+    mw_u32 b = (mw_u32)j;
+    if ((j >> 32) != (fr >> 32) || (b & MW_JOIN_WOKEN)) return 1; /* another task's frame now */
+    if (mw_cas64(&fh->join, j, j | MW_JOIN_WOKEN) != j) continue;
+    if (!(b & MW_JOIN_HOLD) && (b & MW_JOIN_COUNT)) { /* suspended: wake it, to stop */
+      MW_FENCE();
+      mw_make_runnable(c, f);
+    }
+    return 1;
+  }
+}
+
+/* Cancels a child the running task owns (its reference keeps the slot's generation): the
+ * generation is the slot's, or the next one while the child has not started. Lane 0. */
+__device__ void mw_cancel_owned(mw_ctx *c, mw_u32 s) {
+  mw_slot *sl = &c->st->slots[s];
+  mw_u64 ctl = mw_ld64(&sl->ctl);
+  mw_u32 g = (mw_u32)(ctl >> 32);
+  if ((mw_u32)ctl == MW_CTL_CLOSED) {
+    MW_FENCE(); /* the status of a completed child is written before its CLOSED */
+    if (mw_ld32(&sl->status) != MW_ST_PENDING) return; /* complete */
+    g += 1;                                          /* not started yet */
+  }
+  mw_cancel_fut(c, MW_FUT_MAKE(s, g));
+}
+
+/* "task 'name' was cancelled" into buf (MW_MSG_BYTES). */
+__device__ void mw_cancel_msg(char *buf, mw_u32 kind) {
+  mw_strcpy(buf, "task '", MW_MSG_BYTES, 0);
+  int n = 0;
+  while (buf[n]) ++n;
+  mw_strcpy(buf, mw_kind_name(kind), MW_MSG_BYTES, n);
+  while (buf[n]) ++n;
+  mw_strcpy(buf, "' was cancelled", MW_MSG_BYTES, n);
+}
+
 /* ---- completion --------------------------------------------------------------------------- */
+/* One awaited future of frame waiter completed (protocol.h, join: Completion). Lane 0. */
 __device__ void mw_wake(mw_ctx *c, mw_u32 waiter, mw_u64 fut, mw_u32 status) {
   mw_frame_hdr *wh = mw_frame(c->st, waiter);
   if (status != MW_ST_OK) {
@@ -255,7 +351,11 @@ __device__ void mw_wake(mw_ctx *c, mw_u32 waiter, mw_u64 fut, mw_u32 status) {
     mw_cas64(&wh->await_f[0], 0ull, fut);
   }
   MW_FENCE();
-  if (atomicSub(&wh->join, 1u) == 1u) mw_make_runnable(c, waiter);
+  mw_u32 b = (mw_u32)mw_add64(&wh->join, ~0ull) - 1u; /* minus one: COUNT > 0, no borrow */
+  if (b == 0)
+    mw_make_runnable(c, waiter);
+  else if (!(b & MW_JOIN_COUNT) && (b & MW_JOIN_DONE))
+    mw_frame_free(c, waiter); /* its task finished by cancellation: the last completion frees */
 }
 
 /* Publishes the result of slot s (generation gen) and wakes its waiter; lane 0. */
@@ -267,7 +367,6 @@ __device__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
   sl->status = status;
   sl->rtype = rtype;
   sl->code = code;
-  sl->frame = 0;
   sl->msg[0] = 0;
   if (status != MW_ST_OK) {
     if (prefix) {
@@ -284,8 +383,8 @@ __device__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
   mw_u64 old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
   mw_u32 word = (mw_u32)old;
   mw_u64 fut = MW_FUT_MAKE(s, gen);
-  if ((mw_u32)(old >> 32) == gen && word != MW_CTL_EMPTY && word != MW_CTL_CLOSED)
-    mw_wake(c, word - 1, fut, status);
+  if ((mw_u32)(old >> 32) == gen && word != MW_CTL_CLOSED && (word & MW_CTL_WAITER))
+    mw_wake(c, (word & MW_CTL_WAITER) - 1, fut, status);
   if (s < st->host_slots) {
     mw_u64 t = mw_add64(&st->comp_tail, 1);
     mw_comp_cell *cell = &st->comp[t & (st->comp_cap - 1)];
@@ -302,33 +401,52 @@ __device__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
   }
 }
 
-/* Finishes the running task: completes its future, releases its children and frame. Lane 0. */
+/* Finishes the running task: completes its future, releases its children and frame. A task
+ * that ends cancelled cancels the children it still owns first. Lane 0. */
 __device__ void mw_finish(mw_ctx *c) {
   mw_frame_hdr *h = c->hdr;
   mw_u32 kind = h->kind;
   mw_u64 fut = h->fut;
   mw_u32 s = MW_FUT_SLOT(fut), gen = MW_FUT_GEN(fut);
   mw_stat_row *row = mw_stat(c, kind);
-  if (c->status == MW_RUN_DONE) {
-    mw_complete_slot(c, s, gen, MW_ST_OK, c->value, mw_kind_rtype(kind), 0, 0, 0);
-    row->completed++;
+  mw_u32 status;
+  int code = 0;
+  const char *msg = 0, *prefix = 0;
+  char buf[MW_MSG_BYTES];
+  if (c->cancelled) {
+    status = MW_ST_CANCELLED;
+    code = MW_FAIL_CANCELLED;
+    mw_cancel_msg(buf, kind);
+    msg = buf;
+  } else if (c->status == MW_RUN_DONE) {
+    status = MW_ST_OK;
   } else if (c->fail_fut) {
+    /* an awaited child failed or was cancelled: this task ends the same way, with its message */
     mw_slot *cs = &c->st->slots[MW_FUT_SLOT(c->fail_fut)];
-    mw_u32 cst = cs->status == MW_ST_CANCELLED ? MW_ST_CANCELLED : MW_ST_FAILED;
-    mw_complete_slot(c, s, gen, cst, 0, mw_kind_rtype(kind), cs->code, cs->msg, 0);
-    if (cst == MW_ST_CANCELLED) row->cancelled++; else row->failed++;
+    status = cs->status == MW_ST_CANCELLED ? MW_ST_CANCELLED : MW_ST_FAILED;
+    code = cs->code;
+    for (int i = 0; i < MW_MSG_BYTES; ++i) buf[i] = cs->msg[i];
+    msg = buf;
   } else {
-    mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, mw_kind_rtype(kind), c->fail_code, c->fail_msg,
-                     mw_kind_name(kind));
-    row->failed++;
+    status = MW_ST_FAILED;
+    code = c->fail_code;
+    msg = c->fail_msg;
+    prefix = mw_kind_name(kind);
   }
+  if (status == MW_ST_CANCELLED)
+    for (mw_u32 ch = h->children; ch; ch = c->st->slots[ch - 1].sibling) mw_cancel_owned(c, ch - 1);
+  mw_complete_slot(c, s, gen, status, status == MW_ST_OK ? c->value : 0, mw_kind_rtype(kind), code,
+                   msg, prefix);
+  if (status == MW_ST_OK) row->completed++;
+  else if (status == MW_ST_CANCELLED) row->cancelled++;
+  else row->failed++;
   for (mw_u32 ch = h->children; ch;) {
     mw_u32 next = c->st->slots[ch - 1].sibling;
     mw_slot_unref(c, ch - 1);
     ch = next;
   }
   mw_slot_unref(c, s);
-  mw_frame_free(c, c->frame);
+  mw_frame_release(c, h, c->frame);
 }
 
 /* ---- the device API used by generated code -------------------------------------------------- */
@@ -378,10 +496,13 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
   if (mw_diverged(c, "spawn", line, key)) return fu;
   mw_state *st = c->st;
   mw_u64 h = 0;
-  mw_u32 f = MW_NONE;
+  mw_u32 f = MW_NONE, cx = 0;
   if (c->lane == 0) {
     if (c->bulk) {
       h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
+    } else if (c->cancelled || mw_cancel_asked(st, c->hdr->fut)) {
+      h = MW_FUT_SKIPPED; /* a cancelled task spawns nothing more; it ends cancelled */
+      cx = 1;
     } else {
       mw_u32 s = mw_slot_alloc(c);
       if (s == MW_NONE) {
@@ -399,20 +520,19 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
         mw_stat(c, kind)->spawned++;
         if (f == MW_NONE) {
           sl->refs = 1;
+          sl->fref = 0;
           mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, mw_kind_rtype(kind), MW_FAIL_CAPACITY,
                            "no free task frame (capacity exhausted)", mw_kind_name(kind));
           mw_stat(c, kind)->failed++;
         } else {
-          sl->frame = f + 1;
           mw_frame_hdr *fh = mw_frame(st, f);
           fh->kind = kind;
           fh->resume = 0;
           fh->fut = h;
-          fh->join = 0;
           fh->children = 0;
           fh->flags = bulk ? MW_FR_BULK : 0;
-          fh->await_n = 0;
           fh->await_f[0] = fh->await_f[1] = 0;
+          sl->fref = mw_frame_open(st, f);
           fh->bulk_n = bulk_n;
           fh->bulk_next = 0;
           fh->bulk_done = 0;
@@ -423,6 +543,7 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
   }
   h = mw_bcast64(h);
   f = mw_bcast(f);
+  if (mw_bcast(cx)) c->cancelled = 1;
   if (f != MW_NONE) {
     /* all lanes hold the same args: each copies and zeroes its share of the payload */
     mw_u32 *dst = (mw_u32 *)((mw_u8 *)mw_frame(st, f) + MW_FRAME_HDR_BYTES);
@@ -461,10 +582,11 @@ __device__ void mw_save_frame(mw_ctx *c, const void *local, mw_u32 bytes) {
   __syncwarp();
 }
 
-/* Registers the running task as the waiter of fs[0..n) and decides whether it must suspend.
- * Collective. Returns true when the task is suspended: the caller returns at once and touches
- * nothing of the frame (it may already run on another warp). Returns false when every future
- * is complete (the task goes on; a failure among them is handled by mw_after_await). */
+/* Registers the running task as the waiter of fs[0..n) and decides whether it must suspend
+ * (protocol.h, join: Await). Collective. Returns true when the task is suspended: the caller
+ * returns at once and touches nothing of the frame (it may already run on another warp).
+ * Returns false when every future is complete, or the task was cancelled (the task goes on;
+ * mw_after_await stops it, or handles a failure among the futures). */
 __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
   MW_FENCE(); /* every lane's frame writes before lane 0 registers the waiter */
@@ -477,14 +599,20 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   if (c->lane == 0) {
     mw_state *st = c->st;
     mw_frame_hdr *h = c->hdr;
-    mw_u32 me = c->frame + 1, done = 1;
+    mw_u32 me = c->frame + 1, done = 0;
     h->await_f[0] = 0;
-    h->join = n + 1;
-    h->await_n = n;
-    MW_FENCE(); /* the frame (locals, resume point) before any registration */
+    mw_u64 ep = mw_ld64(&h->join) & 0xffffffff00000000ull;
+    mw_st64(&h->join, ep | (MW_JOIN_HOLD + n));
+    /* the frame (locals, resume point, join) before any registration, and join before reading
+     * the own CANCEL bit: SC, pairs with the canceller's fence (protocol.h, Cancellation) */
+    __threadfence();
+    if (c->cancelled || mw_cancel_asked(st, h->fut)) {
+      mw_add64(&h->join, (mw_u64)0 - (MW_JOIN_HOLD + n)); /* nothing registered */
+      n = 0;
+    }
     for (mw_u32 i = 0; i < n; ++i) {
       mw_u64 fh = fs[i].h;
-      if (fh == 0 || fh == MW_FUT_NOSLOT) {
+      if (fh == 0 || fh == MW_FUT_NOSLOT || fh == MW_FUT_SKIPPED) {
         if (!h->await_f[0]) h->await_f[0] = fh ? fh : 1;
         ++done;
         continue;
@@ -499,15 +627,17 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
       for (;;) {
         mw_u64 old = mw_ld64(&sl->ctl);
         mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
-        bool fresh = (og == g && w == MW_CTL_EMPTY) || (og + 1 == g && w == MW_CTL_CLOSED);
         if (og == g && w == MW_CTL_CLOSED) { /* already complete */
           MW_FENCE();
           if (sl->status != MW_ST_OK && !h->await_f[0]) h->await_f[0] = fh;
           ++done;
           break;
         }
-        if (fresh) {
-          if (mw_cas64(&sl->ctl, old, ((mw_u64)g << 32) | me) == old) break;
+        bool pending = og == g && !(w & MW_CTL_WAITER);            /* keeps a CANCEL bit */
+        bool unstarted = og + 1u == g && w == MW_CTL_CLOSED;
+        if (pending || unstarted) {
+          mw_u64 nv = ((mw_u64)g << 32) | (pending ? (w & MW_CTL_CANCEL) : 0u) | me;
+          if (mw_cas64(&sl->ctl, old, nv) == old) break;
           continue;
         }
         /* stale handle, or another task already waits on it */
@@ -516,31 +646,49 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
         break;
       }
     }
-    MW_FENCE();
-    suspend = atomicSub(&h->join, done) != done;
+    if (n) {
+      MW_FENCE();
+      mw_u64 sub = MW_JOIN_HOLD + done;
+      mw_u32 b = (mw_u32)(mw_add64(&h->join, (mw_u64)0 - sub) - sub);
+      /* WOKEN: a canceller came while we registered; it left the wake-up to us: go on */
+      suspend = !(b & MW_JOIN_WOKEN) && (b & MW_JOIN_COUNT);
+    }
   }
   suspend = mw_bcast(suspend);
   return suspend != 0;
 }
 
-/* Runs right after an await completed (inline or on wake-up): fails the task if an awaited
- * future failed, was cancelled, was stale or already awaited. Collective. Returns true if the
- * task must stop (the body returns). */
-__device__ bool mw_after_await(mw_ctx *c) {
+/* Runs right after an await completed (inline or on wake-up). Stops the task if it was asked
+ * to cancel. Else, with await (tolerant false), fails the task if an awaited future failed or
+ * was cancelled; with try_await (tolerant true) the task goes on and reads the outcome with
+ * failed(), cancelled(), fail_code(), fail_message(). Either way a stale future, or one another
+ * task awaits, fails the task. Collective. Returns true if the task must stop (the body
+ * returns). */
+__device__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   mw_u64 bad = 0;
+  mw_u32 cx = 0;
   if (c->lane == 0) {
     MW_FENCE();
     bad = mw_ld64(&c->hdr->await_f[0]);
+    cx = c->cancelled || mw_cancel_asked(c->st, c->hdr->fut);
   }
   bad = mw_bcast64(bad);
+  if (mw_bcast(cx)) {
+    c->cancelled = 1;
+    return true;
+  }
   if (c->status == MW_RUN_FAIL) return true;
   if (!bad) return false;
   if (bad == 1) {
     mw_fail(c, MW_FAIL_STALE, "awaited a stale or invalid future");
   } else if (bad == 2) {
     mw_fail(c, MW_FAIL_AWAITED, "awaited a future another task awaits");
+  } else if (tolerant) {
+    return false;
   } else if (bad == MW_FUT_NOSLOT) {
     mw_fail(c, MW_FAIL_CAPACITY, "awaited a spawn that found no free future slot");
+  } else if (bad == MW_FUT_SKIPPED) {
+    mw_fail(c, MW_FAIL_CANCELLED, "awaited a spawn that a cancelled task skipped");
   } else {
     c->status = MW_RUN_FAIL;
     c->fail_fut = bad;
@@ -672,14 +820,94 @@ __device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
 /* failed(f): true when a completed future failed or was cancelled. Collective. */
 __device__ bool mw_failed_of(mw_ctx *c, future f) {
   mw_u32 r = 0;
-  if (c->lane == 0 && f.h && f.h != MW_FUT_NOSLOT && MW_FUT_SLOT(f.h) < c->st->nslots) {
+  if (c->lane == 0 && f.h && f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED &&
+      MW_FUT_SLOT(f.h) < c->st->nslots) {
     mw_slot *sl = &c->st->slots[MW_FUT_SLOT(f.h)];
     mw_u64 ctl = mw_ld64(&sl->ctl);
-    r = (mw_u32)ctl == MW_CTL_CLOSED && (mw_u32)(ctl >> 32) == MW_FUT_GEN(f.h) &&
-        sl->status != MW_ST_OK;
+    r = (mw_u32)ctl == MW_CTL_CLOSED && (mw_u32)(ctl >> 32) == MW_FUT_GEN(f.h);
+    if (r) {
+      MW_FENCE();
+      r = sl->status != MW_ST_OK;
+    }
   } else if (c->lane == 0) {
     r = 1;
   }
+  return mw_bcast(r) != 0;
+}
+
+/* The outcome of future f as task code reads it: an enum mw_status (PENDING while it runs), with
+ * its failure code and message once FAILED or CANCELLED. A stale handle reads as FAILED with
+ * MW_FAIL_STALE. Lane 0. */
+__device__ mw_u32 mw_outcome(mw_state *st, mw_u64 fh, int *code, const char **msg) {
+  *code = 0;
+  *msg = "";
+  if (fh == MW_FUT_NOSLOT) {
+    *code = MW_FAIL_CAPACITY;
+    *msg = "no free future slot for the spawn (capacity exhausted)";
+    return MW_ST_FAILED;
+  }
+  if (fh == MW_FUT_SKIPPED) {
+    *code = MW_FAIL_CANCELLED;
+    *msg = "the spawn was skipped: the spawning task was cancelled";
+    return MW_ST_CANCELLED;
+  }
+  if (fh != 0 && MW_FUT_SLOT(fh) < st->nslots) {
+    mw_slot *sl = &st->slots[MW_FUT_SLOT(fh)];
+    mw_u64 ctl = mw_ld64(&sl->ctl);
+    mw_u32 og = (mw_u32)(ctl >> 32), g = MW_FUT_GEN(fh), w = (mw_u32)ctl;
+    if ((og == g && w != MW_CTL_CLOSED) || (og + 1u == g && w == MW_CTL_CLOSED)) return MW_ST_PENDING;
+    if (og == g) {
+      MW_FENCE(); /* the result before its CLOSED */
+      mw_u32 status = sl->status;
+      if (status != MW_ST_OK) {
+        *code = sl->code;
+        *msg = sl->msg;
+      }
+      return status;
+    }
+  }
+  *code = MW_FAIL_STALE;
+  *msg = "stale or invalid future";
+  return MW_ST_FAILED;
+}
+
+/* cancelled(f), fail_code(f), fail_message(f): whether a completed future was cancelled; its
+ * failure code (0 unless it failed or was cancelled; MW_FAIL_CANCELLED = -9 when cancelled);
+ * its message ("" unless it failed or was cancelled; valid while the future is held). For use
+ * after try_await. Collective. */
+__device__ bool mw_cancelled_of(mw_ctx *c, future f) {
+  mw_u32 r = 0;
+  if (c->lane == 0) {
+    int code;
+    const char *msg;
+    r = mw_outcome(c->st, f.h, &code, &msg) == MW_ST_CANCELLED;
+  }
+  return mw_bcast(r) != 0;
+}
+__device__ int mw_fail_code_of(mw_ctx *c, future f) {
+  int code = 0;
+  if (c->lane == 0) {
+    const char *msg;
+    mw_outcome(c->st, f.h, &code, &msg);
+  }
+  return (int)mw_bcast((mw_u32)code);
+}
+__device__ const char *mw_fail_message_of(mw_ctx *c, future f) {
+  const char *msg = "";
+  if (c->lane == 0) {
+    int code;
+    mw_outcome(c->st, f.h, &code, &msg);
+  }
+  return (const char *)(mw_u64)mw_bcast64((mw_u64)msg);
+}
+
+/* cancel(f): asks the task of future f (a child, or any future the task holds) to stop; see
+ * protocol.h, Cancellation. True when the request was delivered (f was pending), false when f
+ * was complete or not a live future. Collective. */
+__device__ bool mw_cancel_of(mw_ctx *c, future f, int line) {
+  if (mw_diverged(c, "cancel", line, f.h)) return false;
+  mw_u32 r = 0;
+  if (c->lane == 0) r = (mw_u32)mw_cancel_fut(c, f.h);
   return mw_bcast(r) != 0;
 }
 
@@ -730,9 +958,13 @@ __device__ void mw_release(mw_ctx *c, future f) {
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, __LINE__, (n), ##__VA_ARGS__)
 #define value(f) mw_value_of(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
+#define cancelled(f) mw_cancelled_of(_c, (f))
+#define fail_code(f) mw_fail_code_of(_c, (f))
+#define fail_message(f) mw_fail_message_of(_c, (f))
+#define cancel(f) mw_cancel_of(_c, (f), __LINE__)
 #define release(f) mw_release(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
-#define MW_AWAIT_(k, ...)                                                                 \
+#define MW_AWAIT_(k, tolerant, ...)                                                       \
   do {                                                                                    \
     if (_c->lane == 0) _c->hdr->resume = (k);                                             \
     mw_save_frame(_c, this, (mw_u32)sizeof(*this));                                       \
@@ -742,30 +974,43 @@ __device__ void mw_release(mw_ctx *c, future f) {
         return (_c->status = MW_RUN_SUSPEND, _mw_ret_t());                                \
     }                                                                                     \
     case (k):                                                                             \
-      if (mw_after_await(_c)) return _mw_ret_t();                                         \
+      if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                              \
   } while (0)
-/* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line. */
-#define await(...) MW_AWAIT_(__LINE__, __VA_ARGS__)
-#define await_all(...) MW_AWAIT_(__LINE__, __VA_ARGS__)
+/* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
+ * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */
+#define await(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
+#define await_all(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
+#define try_await(...) MW_AWAIT_(__LINE__, true, __VA_ARGS__)
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
-/* Takes one descriptor from the host inbox and makes it a task in a fresh frame. Collective.
- * Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
+/* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
+ * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
+ * if the inbox is empty or no frame is free. */
 __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
   mw_state *st = c->st;
   mw_u64 t = 0;
   mw_u32 f = MW_NONE;
   if (c->lane == 0) {
-    t = mw_ld64(&st->inbox_head);
-    volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
-    if (cell->seq == t + 1) {
+    for (int round = 0; round < 16; ++round) {
+      t = mw_ld64(&st->inbox_head);
+      volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
+      if (cell->seq != t + 1) break;
       __threadfence_system(); /* seq before the payload (pairs with the host's release) */
+      if (cell->flags & MW_IN_CANCEL) {
+        if (mw_cas64(&st->inbox_head, t, t + 1) != t) continue; /* another worker took it */
+        mw_u64 fut = cell->fut;
+        __threadfence_system();
+        cell->seq = t + st->inbox_cap; /* the cell is free again */
+        mw_cancel_fut(c, fut);
+        continue;
+      }
       f = mw_frame_alloc(c);
       if (f != MW_NONE && mw_cas64(&st->inbox_head, t, t + 1) != t) {
         mw_frame_free(c, f); /* another worker took it */
         f = MW_NONE;
       }
+      break;
     }
   }
   f = mw_bcast(f);
@@ -788,10 +1033,8 @@ __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
     fh->kind = kind;
     fh->resume = 0;
     fh->fut = fut;
-    fh->join = 0;
     fh->children = 0;
     fh->flags = MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0);
-    fh->await_n = 0;
     fh->await_f[0] = fh->await_f[1] = 0;
     fh->bulk_n = bn;
     fh->bulk_next = 0;
@@ -800,13 +1043,22 @@ __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
     mw_u32 s = MW_FUT_SLOT(fut);
     mw_slot *sl = &st->slots[s];
     sl->kind = kind;
-    sl->frame = f + 1;
     sl->refs = 1;
+    sl->fref = mw_frame_open(st, f);
     mw_stat(c, kind)->spawned++;
     MW_FENCE();
     if (kind >= st->nkinds) {
       mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
                        "no such task kind in the executor", 0);
+      mw_stat(c, kind)->failed++;
+      mw_frame_free(c, f);
+      f = MW_NONE;
+    } else if (flags & MW_IN_CANCELLED) { /* cancelled by the host before it got here */
+      char buf[MW_MSG_BYTES];
+      mw_cancel_msg(buf, kind);
+      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_CANCELLED, 0, mw_kind_rtype(kind),
+                       MW_FAIL_CANCELLED, buf, 0);
+      mw_stat(c, kind)->cancelled++;
       mw_frame_free(c, f);
       f = MW_NONE;
     } else if ((flags & MW_IN_BULK) && bn == 0) {
@@ -862,9 +1114,18 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   c->fail_msg = 0;
   c->fail_fut = 0;
   c->value = 0;
+  c->cancelled = 0;
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
+  mw_u32 cx = 0;
+  if (c->lane == 0 && c->resume == 0) cx = mw_cancel_asked(c->st, c->hdr->fut);
+  if (mw_bcast(cx)) { /* cancelled before it started: the body never runs */
+    c->cancelled = 1;
+    if (c->lane == 0) mw_finish(c);
+    __syncwarp();
+    return;
+  }
 #ifdef MW_SIM
   if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
 #endif
@@ -879,7 +1140,9 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
 }
 
 /* Runs instances of a bulk frame until none are left to claim; the worker that finishes the
- * last instance completes the future; the last reference frees the frame. Collective. */
+ * last instance completes the future; the last reference frees the frame. A cancelled bulk
+ * task runs no more instances: the worker that sees the request claims the rest and skips
+ * them. Collective. */
 __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(st, f);
@@ -887,26 +1150,34 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   c->hdr = h;
   c->home = (mw_u8 *)h + MW_FRAME_HDR_BYTES;
   c->bulk = 1;
+  c->cancelled = 0;
   mw_u32 n = h->bulk_n;
   mw_u32 chunk = n / (st->nworkers * 8u);
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
   mw_u32 kind = h->kind;
   bool shared = false;
   for (;;) {
-    mw_u32 i = 0;
+    mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
-      i = atomicAdd(&h->bulk_next, chunk);
-      if (!shared && i + chunk < n) { /* let another worker join in */
-        atomicAdd(&h->bulk_refs, 1u);
-        mw_deque_push(c, f);
-        shared = true;
+      if (mw_cancel_asked(st, h->fut)) {
+        i = atomicExch(&h->bulk_next, n); /* [i, n) is ours to skip; later claims find n */
+        skip = 1;
+      } else {
+        i = atomicAdd(&h->bulk_next, chunk);
+        if (!shared && i + chunk < n) { /* let another worker join in */
+          atomicAdd(&h->bulk_refs, 1u);
+          mw_deque_push(c, f);
+          shared = true;
+        }
       }
     }
     i = mw_bcast(i);
+    skip = mw_bcast(skip);
     if (i >= n) break;
-    mw_u32 end = i + chunk < n ? i + chunk : n;
+    mw_u32 end = skip ? n : (i + chunk < n ? i + chunk : n);
     mw_u32 failed = 0;
-    for (mw_u32 k = i; k < end; ++k) {
+    if (skip && c->lane == 0) atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
+    for (mw_u32 k = i; k < end && !skip; ++k) {
       c->index = k;
       c->resume = 0;
       c->status = MW_RUN_DONE;
@@ -916,7 +1187,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       if (c->status != MW_RUN_DONE && !failed) {
         failed = 1;
         if (c->lane == 0) { /* the first failure wins; the message is kept in the frame */
-          if (atomicCAS(&h->await_n, 0u, 1u) == 0u) {
+          if (!(atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED)) {
             mw_slot *sl = &st->slots[MW_FUT_SLOT(h->fut)];
             sl->code = c->fail_code;
             mw_strcpy(sl->msg, mw_kind_name(kind), MW_MSG_BYTES, 0);
@@ -933,8 +1204,13 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
         mw_slot *sl = &st->slots[MW_FUT_SLOT(h->fut)];
         mw_u32 s = MW_FUT_SLOT(h->fut), g = MW_FUT_GEN(h->fut);
-        if (mw_ld32(&h->await_n)) {
-          char msg[MW_MSG_BYTES];
+        mw_u32 fl = mw_ld32(&h->flags);
+        char msg[MW_MSG_BYTES];
+        if (fl & MW_FR_CANCEL) {
+          mw_cancel_msg(msg, kind);
+          mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
+          mw_stat(c, kind)->cancelled++;
+        } else if (fl & MW_FR_FAILED) {
           for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
           mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
           mw_stat(c, kind)->failed++;
@@ -974,6 +1250,7 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= st->nworkers) return;
   c.w = &st->workers[c.wid];
   c.bulk = 0;
+  c.cancelled = 0;
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the task it was running fails with the divergence message */
@@ -986,6 +1263,7 @@ __device__ void mw_executor(mw_state *st) {
     c.fail_code = MW_FAIL_DIVERGED;
     c.fail_msg = c.w->abort_msg;
     c.fail_fut = 0;
+    c.cancelled = 0;
     c.value = 0;
     mw_finish(&c);
     c.w->running = 0;

@@ -178,6 +178,14 @@ MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t
 MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out);
 /* Waits up to timeout_s (< 0: forever). MW_ETIMEDOUT when it runs out. */
 MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out);
+/* Asks f's task to stop. A task that has not started never runs; a running one stops at its
+ * next spawn or await (a task suspended in an await is woken to stop at once); the children
+ * it still owns are cancelled too. Awaiting f then gives status MW_ECANCELED, code -9 and the
+ * message "task 'name' was cancelled". Returns 1 when the request was sent (f was pending: it
+ * ends cancelled unless its task completes first, a race only the result tells), 0 when f is
+ * complete already (nothing changes), else a negative MW_E*. timeout_s bounds the wait for a
+ * free inbox cell, as in mw_spawn. */
+MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s);
 /* Gives up the host's hold on f; its slot is reused once the task has completed. */
 MW_API int mw_future_release(mw_runtime *rt, mw_future f);
 /* Processes completions without waiting; returns how many were processed. */

@@ -54,6 +54,8 @@ typedef struct mw__hslot {
   uint8_t bulk;
   uint8_t live; /* spawned and not yet returned to the free list */
   uint32_t kind;
+  uint8_t cancel_sent; /* a cancel request went to the device */
+  uint64_t ticket;     /* the inbox ticket of its spawn */
   mw_result res;
 } mw__hslot;
 

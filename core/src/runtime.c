@@ -681,6 +681,8 @@ static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t 
   h->live = 1;
   h->bulk = (flags & MW_IN_BULK) != 0;
   h->kind = t->kind;
+  h->cancel_sent = 0;
+  h->ticket = tk;
   memset(&h->res, 0, sizeof h->res);
   mw_future f = MW_FUT_MAKE(s, h->gen);
   cell->fut = f;
@@ -743,6 +745,62 @@ MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_res
     }
     backoff(rt, &spins);
   }
+}
+
+/* Waits up to timeout_s for the inbox cell of the next ticket to be free (as a spawn does).
+ * Returns the cell, or NULL with *rc set. */
+static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
+  uint64_t tk = rt->inbox_tail;
+  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
+  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
+  unsigned spins = 0;
+  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
+    mw_runtime_poll(rt);
+    if ((*rc = check_alive(rt))) return NULL;
+    if (mw__now() >= end) {
+      mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
+                       "exhausted?)");
+      *rc = MW_ECAPACITY;
+      return NULL;
+    }
+    backoff(rt, &spins);
+  }
+  return cell;
+}
+
+MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
+  if (!rt) return MW_EINVAL;
+  mw__hslot *h = lookup(rt, f);
+  if (!h) return MW_ESTALE;
+  if (h->state == MW_ST_PENDING) mw_runtime_poll(rt);
+  if (h->state != MW_ST_PENDING) return 0; /* complete: a no-op */
+  if (h->cancel_sent) return 1;
+  int rc = usable(rt);
+  if (rc) return rc;
+  /* a spawn the device has not taken yet is marked in its own cell: the device then completes
+   * it as cancelled without running it (protocol.h, inbox ring) */
+  int marked = 0;
+  mw_inbox_cell *spawn = &rt->inbox[h->ticket & (rt->inbox_cap - 1)];
+  if (atomic_load_explicit((_Atomic uint64_t *)&spawn->seq, memory_order_acquire) == h->ticket + 1) {
+    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&spawn->flags, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint32_t *)&spawn->flags, fl | MW_IN_CANCELLED,
+                          memory_order_release);
+    marked = 1;
+  }
+  /* and the request itself, for a task the device has taken (or takes meanwhile) */
+  mw_inbox_cell *cell = inbox_cell(rt, timeout_s, &rc);
+  if (!cell) return rc; /* the mark alone may still stop a task not yet taken */
+  if (h->state != MW_ST_PENDING) return marked; /* it completed while we waited for a cell */
+  cell->fut = f;
+  cell->kind = 0;
+  cell->bytes = 0;
+  cell->flags = MW_IN_CANCEL;
+  cell->bulk_n = 0;
+  /* the cell before its seq (pairs with the device's sys-acquire of seq) */
+  atomic_store_explicit((_Atomic uint64_t *)&cell->seq, rt->inbox_tail + 1, memory_order_release);
+  rt->inbox_tail++;
+  h->cancel_sent = 1;
+  return 1;
 }
 
 MW_API int mw_future_release(mw_runtime *rt, mw_future f) {

@@ -34,7 +34,7 @@
 --   program  prog.<task>, prog:task(name), prog:tasks()
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
 --            task.name, task.signature, task.params ({name=, type=} each), task.result
---   future   f:await([timeout_s]), f:done(), f:state(), f:close()
+--   future   f:await([timeout_s]), f:done(), f:state(), f:cancel(), f:close()
 --   buffer   buf:write(t [, first]), buf:read([first [, count]]), buf:close(),
 --            #buf, buf.type, buf.count, buf.size, buf.address
 -- Every object has __tostring, and __gc behind its explicit close; closing a runtime closes
