@@ -1,54 +1,97 @@
--- property_spec.lua - random trees of spawn / await / fail checked against a host-side model,
--- on every backend. Each tree grows from a seed; a failure names the seed, and
+-- property_spec.lua - random trees of spawn / await / try_await / cancel / fail checked against a
+-- host-side model, on every backend. Each tree grows from a seed; a failure names the seed, and
 -- MW_PROPERTY_SEED=n reruns one. Invariants: every future completes exactly once with the
--- model's value or failure, and the runtime's counters balance when all is done.
+-- model's value or failure (or, for a root cancelled from the host, as cancelled), and the
+-- runtime's counters balance, cancellations included, when all is done.
 local mw = require "moonwarp"
 local support = require "spec.support"
 
 local SOURCE = [[
 __device__ long long next_seed(long long s) { return s * 48271 % 2147483647; }
+// how a parent treats its child i: 0-3 await, 4-5 try_await, 6 cancel before it starts,
+// 7 cancel while it may run, is suspended or has completed
+__device__ int mode_of(long long s, int i) { return (int)(next_seed(s + 7 * i + 3) % 8); }
+__device__ bool same(const char *a, const char *b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
 
-// a node: a leaf (value or failure) or 1..3 children awaited in turn, summed
+// a node: a leaf (value or failure) or 1..3 children awaited in turn, each in its mode, summed
 task long node(long long s, int depth) {
   local future kids[3];
-  local int k, i;
+  local int k, i, m;
   local long total;
   if (depth == 0 || s % 4 == 0) {
-    if (s % 23 == 0) fail(5, "leaf failed");
+    if (s % 13 == 0) fail(5, "leaf failed");
     return s % 1000;
   }
   k = 1 + (int)(s % 3);
-  for (i = 0; i < k; ++i) kids[i] = spawn(node, next_seed(s + i + 1), depth - 1);
+  for (i = 0; i < k; ++i) {
+    kids[i] = spawn(node, next_seed(s + i + 1), depth - 1);
+    // the child waits in this warp's LIFO slot: it has not started, the request must land
+    if (mode_of(s, i) == 6 && !cancel(kids[i])) fail(6, "cancel before start not delivered");
+  }
   total = s % 1000;
   for (i = 0; i < k; ++i) {
-    await(kids[i]);
-    total += (long)value(kids[i]);
+    m = mode_of(s, i);
+    if (m < 4) {
+      await(kids[i]);
+      total += (long)value(kids[i]);
+    } else {
+      if (m == 7) cancel(kids[i]);
+      try_await(kids[i]);
+      if (m == 6) {
+        if (!cancelled(kids[i]) || fail_code(kids[i]) != -9) fail(7, "early cancel: not cancelled");
+      } else if (m < 6) {
+        if (!failed(kids[i])) {
+          total += (long)value(kids[i]);
+        } else {
+          if (cancelled(kids[i]) || fail_code(kids[i]) != 5 ||
+              !same(fail_message(kids[i]), "node: leaf failed"))
+            fail(8, "try_await: not the child's failure");
+          total += 7;
+        }
+      }
+    }
   }
   return total;
 }
 ]]
 
 local function next_seed(s) return (s * 48271) % 2147483647 end
+local function mode_of(s, i) return next_seed(s + 7 * i + 3) % 8 end
 
--- the model: value, or nil when the tree fails; and the number of tasks it runs
+-- the model: the value, or nil when the tree fails; the tasks that certainly run (spawned and
+-- not under a late-cancelled child) and the cancellations that certainly happen (children
+-- cancelled before they start)
 local function model(s, depth)
   if depth == 0 or s % 4 == 0 then
-    if s % 23 == 0 then return nil, 1 end
-    return s % 1000, 1
+    if s % 13 == 0 then return nil, 1, 0 end
+    return s % 1000, 1, 0
   end
   local k = 1 + s % 3
-  local total, tasks, failed = s % 1000, 1, false
+  local total, tasks, cancels, failed = s % 1000, 1, 0, false
   for i = 0, k - 1 do
-    local v, n = model(next_seed(s + i + 1), depth - 1)
-    tasks = tasks + n
-    if v == nil then
-      failed = true
-      break -- the parent stops at the first failed child
+    local m = mode_of(s, i)
+    local v, n, c = model(next_seed(s + i + 1), depth - 1)
+    if m == 6 then
+      tasks, cancels = tasks + 1, cancels + 1 -- never runs
+    elseif m == 7 then
+      tasks = tasks + 1 -- runs partly, wholly or not at all; its value is not used
+    else
+      -- the rest run to their end even after the parent failed (nothing cancels them)
+      tasks, cancels = tasks + n, cancels + c
+      if not failed then
+        if m < 4 then
+          if v == nil then failed = true else total = total + v end
+        else
+          total = total + (v or 7)
+        end
+      end
     end
-    total = total + v
   end
-  if failed then return nil, tasks end
-  return total, tasks
+  if failed then return nil, tasks, cancels end
+  return total, tasks, cancels
 end
 
 local seeds = { 1, 2, 3 }
@@ -67,43 +110,62 @@ support.each_backend(function(backend)
       math.randomseed(seed)
       local before = rt:stats()
       local roots, futures, want = backend == "cuda" and 300 or 150, {}, {}
-      local nodes = 0
+      local nodes, cancels, host_cancelled = 0, 0, 0
       for r = 1, roots do
         local s = math.random(1, 2147483646)
         local depth = math.random(0, 6)
-        futures[r] = { prog.node(s, depth), s, depth }
-        local v, n = model(s, depth)
-        want[r] = v
-        nodes = nodes + n
+        local f = prog.node(s, depth)
+        -- every fifth root is cancelled from the host at once (most often before it starts)
+        local cancelled = r % 5 == 0 and f:cancel()
+        futures[r] = { f, s, depth, cancelled }
+        want[r] = model(s, depth)
       end
-      local failures = 0
+      local failures, stopped = 0, 0
       for r = 1, roots do
-        local f, s, depth = unpack(futures[r])
+        -- and every seventh a little later, when it may run, be suspended or have completed
+        local later = futures[r + 4]
+        if later and (r + 4) % 7 == 3 and not later[4] then later[4] = later[1]:cancel() end
+        local f, s, depth, cancelled = unpack(futures[r])
         local ok, got = pcall(f.await, f, 60)
-        if want[r] == nil then
+        local where = ("seed %d root %d (s=%d, depth=%d)"):format(seed, r, s, depth)
+        if cancelled and not ok and tostring(got) == "task 'node' was cancelled" then
+          stopped = stopped + 1
+          assert.equals("cancelled", f:state())
+        elseif want[r] == nil then
           failures = failures + 1
-          assert(not ok and tostring(got):find("leaf failed", 1, true),
-            ("seed %d root %d (s=%d, depth=%d): expected a failure, got %s"):format(seed, r, s, depth,
-              tostring(got)))
+          assert(not ok and got == "node: leaf failed",
+            ("%s: expected a failure, got %s"):format(where, tostring(got)))
+          assert.equals("failed", f:state())
         else
-          assert(ok and got == want[r], ("seed %d root %d (s=%d, depth=%d): got %s, want %d"):format(
-            seed, r, s, depth, tostring(got), want[r]))
+          assert(ok and got == want[r], ("%s: got %s, want %d"):format(where, tostring(got), want[r]))
+        end
+        local _, n, c = model(s, depth)
+        if cancelled then
+          host_cancelled = host_cancelled + 1
+          nodes = nodes + 1
+        else
+          nodes, cancels = nodes + n, cancels + c
         end
       end
-      -- children a failed parent did not await still run (nothing cancels them yet): the
-      -- counters balance once they have finished
+      -- once all has ended the counters balance, cancellations included
       local after, spawned, ended
       local t0 = mw.now()
       repeat
         after = rt:stats()
         spawned = after.spawned - before.spawned
         ended = (after.completed - before.completed) + (after.failed - before.failed)
+          + (after.cancelled - before.cancelled)
       until spawned == ended or mw.now() - t0 > 30
       assert.equals(spawned, ended)
       assert.equals(0, after.in_flight)
+      assert.equals(roots, after.host_completed - before.host_completed) -- each root once
+      local cancelled = after.cancelled - before.cancelled
       assert.is_true(spawned >= nodes, ("%d tasks ran, the model needs at least %d"):format(spawned, nodes))
-      print(("  [%s seed %d: %d roots, %d failed as the model says, %d tasks]"):format(
-        backend, seed, roots, failures, spawned))
+      assert.is_true(cancelled >= cancels + stopped,
+        ("%d tasks cancelled, the model needs at least %d"):format(cancelled, cancels + stopped))
+      print(("  [%s seed %d: %d roots, %d failed as the model says, %d of %d cancelled from the host, "
+        .. "%d tasks, %d cancelled]"):format(backend, seed, roots, failures, stopped, host_cancelled,
+        spawned, cancelled))
     end)
   end
 end)
