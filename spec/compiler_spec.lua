@@ -65,6 +65,27 @@ describe("NVRTC without a GPU", function()
     assert.equals("\127ELF", cubin:sub(1, 4))
   end)
 
+  it("compiles cancel, try_await and the outcome readers to an sm_90 cubin", function()
+    local src = [[
+task int leaf(int x) { if (x < 0) fail(2, "negative"); return x; }
+task long pick(int x) {
+  local future a, b;
+  local long r;
+  a = spawn(leaf, x);
+  b = spawn(leaf, -x);
+  if (!cancel(b)) r = 1;
+  try_await(a);
+  try_await(b);
+  r = failed(a) ? fail_code(a) : (long)value(a);
+  if (cancelled(b) && fail_message(b)[0] == 't') r += 100;
+  return r;
+}
+]]
+    local cubin, err = mw.compile_cubin(src, { chunkname = "cancel.cu", arch = "sm_90" })
+    assert.is_string(cubin, err)
+    assert.equals("\127ELF", cubin:sub(1, 4))
+  end)
+
   it("reports a compile error at the user's file and line, with the NVRTC log", function()
     local src = "task int f(int x) {\n  int y = x;\n  return y +;\n}\n"
     local cubin, log, code = mw.compile_cubin(src, { chunkname = "user.cu" })

@@ -75,6 +75,7 @@ struct mw_ctx {
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
   mw_u32 cancelled;  /* the task saw its cancellation (start, spawn or await): it ends cancelled */
+  mw_u64 polled;     /* pollers: when this worker last looked at the inbox (globaltimer, lane 0) */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
 };
 
@@ -1071,11 +1072,31 @@ __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
   return mw_bcast(f);
 }
 
-/* Picks the next task: LIFO slot, own deque, inbox (pollers), global queue, then stealing.
- * Collective. */
+/* Whether this worker is a poller that has not looked at the inbox for 20 us: a busy poller
+ * still takes host spawns and cancel requests (which would otherwise wait until the device has
+ * nothing else to do). Collective. */
+#define MW_POLL_NS 20000ull
+__device__ bool mw_poll_due(mw_ctx *c) {
+  mw_u32 due = 0;
+  if (c->lane == 0 && c->wid < MW_POLLERS) {
+    mw_u64 now = MW_GLOBALTIMER();
+    if (now - c->polled >= MW_POLL_NS) {
+      c->polled = now;
+      due = 1;
+    }
+  }
+  return mw_bcast(due) != 0;
+}
+
+/* Picks the next task: the inbox when a poll is due, LIFO slot, own deque, inbox (pollers),
+ * global queue, then stealing. Collective. */
 __device__ mw_u32 mw_next(mw_ctx *c, mw_u32 idle) {
   mw_u32 f = MW_NONE;
   mw_state *st = c->st;
+  if (mw_poll_due(c)) {
+    f = mw_take_inbox(c);
+    if (f != MW_NONE) return f;
+  }
   if (c->lane == 0) {
     mw_worker *w = c->w;
     f = w->lifo;
@@ -1157,6 +1178,12 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   mw_u32 kind = h->kind;
   bool shared = false;
   for (;;) {
+    /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
+     * cancel requests (this task's own included) are not held up by it */
+    if (mw_poll_due(c)) {
+      mw_u32 g = mw_take_inbox(c);
+      if (g != MW_NONE && c->lane == 0) mw_deque_push(c, g);
+    }
     mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
       if (mw_cancel_asked(st, h->fut)) {
@@ -1251,6 +1278,7 @@ __device__ void mw_executor(mw_state *st) {
   c.w = &st->workers[c.wid];
   c.bulk = 0;
   c.cancelled = 0;
+  c.polled = 0;
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the task it was running fails with the divergence message */
