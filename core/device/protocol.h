@@ -62,9 +62,14 @@
  *   2. __threadfence() (SC; pairs with the task's fence in its await, see join below).
  *   3. read fref (the producer's frame and its epoch); if there is one, CAS the frame's join
  *      from (epoch, bits) to (epoch, bits | WOKEN). A different epoch means the frame has been
- *      reused: the task is finished, nothing to do. If the old bits had neither HOLD nor a zero
- *      count, the task was suspended: the canceller makes it runnable (it alone, since no
- *      decrement can bring a word with WOKEN to zero).
+ *      reused: the task is finished, nothing to do. If the old bits had no HOLD and a COUNT
+ *      above zero, the task was suspended: the canceller makes it runnable (it alone, since no
+ *      decrement can bring a word with WOKEN to zero). Otherwise the task runs, is queued or
+ *      is registering, and sees CANCEL itself.
+ *   A task that finishes by cancellation finds the generation of each child it owns from the
+ *   child's slot (its reference keeps the slot): ctl's generation, or the next one when ctl is
+ *   CLOSED with status still PENDING (a device slot's status is PENDING from the spawn until
+ *   the completion writes it, before CLOSED).
  *   The task itself reads its own ctl (cancel requested: gen matches, not CLOSED, CANCEL set)
  *   when it starts (never running the body then), at each spawn (the spawn is skipped and the
  *   task ends cancelled) and at each await (before registering and again after resuming), and
@@ -75,7 +80,7 @@
 #define MW_CTL_EMPTY 0u
 #define MW_CTL_CLOSED 0xffffffffu
 #define MW_CTL_CANCEL 0x40000000u
-#define MW_CTL_WAITER 0x3fffffffu
+#define MW_CTL_WAITER 0x3fffffffu /* frames are at most 2^26 (the host's capacity bound) */
 
 enum mw_status { MW_ST_PENDING = 0, MW_ST_OK = 1, MW_ST_FAILED = 2, MW_ST_CANCELLED = 3 };
 
@@ -112,7 +117,7 @@ enum mw_fail_code {
 typedef struct mw_slot {
   mw_u64 ctl;     /* see above; all changes by atomicCAS / atomicExch */
   mw_u64 value;   /* result bits, valid once CLOSED */
-  mw_u32 status;  /* enum mw_status, valid once CLOSED */
+  mw_u32 status;  /* enum mw_status, valid once CLOSED; device slots: PENDING from the spawn */
   mw_u32 rtype;   /* enum mw_rtype of the producer's result */
   mw_i32 code;    /* failure code when status is FAILED or CANCELLED (MW_FAIL_CANCELLED) */
   mw_u32 refs;    /* device slots: producer + owner references; freed at 0 (atomicSub) */
@@ -233,6 +238,9 @@ typedef struct mw_comp_cell {
 } mw_comp_cell; /* 136 bytes */
 
 /* ---- control block (pinned) ---------------------------------------------------------------
+ * Polling: the first MW_POLLERS workers take from the inbox when they are idle, and also, when
+ *   busy, every 20 us between tasks and between chunks of a bulk task, so host spawns and
+ *   cancel requests are not held up while the device has other work.
  * Stopping: the host writes mw_state.stop = 1 into device memory (a copy on a stream of its
  *   own, which does not wait for the executor); every worker reads it with a volatile load at
  *   the top of its loop, finishes nothing more, hands its queued work to the global queue and

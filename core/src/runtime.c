@@ -77,6 +77,9 @@ static void release_device(mw_runtime *rt) {
 
 /* ---- device state ------------------------------------------------------------------------- */
 
+_Static_assert(sizeof(mw_frame_hdr) == MW_FRAME_HDR_BYTES, "frame header size (protocol.h)");
+_Static_assert(sizeof(mw_slot) == 144, "future slot size (protocol.h)");
+
 static int alloc_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   int rc;
