@@ -45,7 +45,19 @@ typedef struct mw__backend_ops {
 } mw__backend_ops;
 
 extern const mw__backend_ops mw__backend_sim;
-extern const mw__backend_ops mw__backend_cuda;
+extern const mw__backend_ops mw__backend_cuda;       /* device_proc.c: in a device process */
+extern const mw__backend_ops mw__backend_cuda_local; /* backend_cuda.c: in this process */
+
+/* Parts of backend_cuda.c the device process and its proxy share (see device_proc.c). */
+extern int mw__cuda_serving; /* set in the device process: NVRTC stays with the library */
+int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in this process */
+int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
+int mw__cuda_arch(mw_runtime *rt); /* 90 for sm_90 */
+/* NVRTC (or the cache) to a cubin for sm; on MW_ECOMPILE the log is in rt->err. */
+int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **image, size_t *size);
+void mw__cuda_set_next_image(mw_runtime *rt, void *image); /* takes image (malloc'd) */
+int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev);
+void mw__cuda_unregister_host(mw_runtime *rt, void *host);
 
 typedef struct mw__hslot {
   uint32_t gen;
