@@ -1,6 +1,7 @@
 /* device_proc.c - the cuda backend as the library sees it: a device process per runtime that
  * holds the CUDA context (so a device fault never poisons the host process), and the proxy ops
  * that talk to it. The protocol is in device_link.h. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -105,7 +106,8 @@ static void publish(mw__link_status *st, int state, const char *err) {
   atomic_store_explicit(&st->state, state, memory_order_release);
 }
 
-/* Serves requests on fd until OP_CLOSE or until the library goes away. Runs in the child. */
+/* Serves requests on fd until OP_CLOSE or until the library goes away. Runs in the device
+ * process. */
 static int serve(int fd, mw__link_status *st) {
   const mw__backend_ops *o = &mw__backend_cuda_local;
   mw_runtime *rt = calloc(1, sizeof *rt);
@@ -317,45 +319,114 @@ static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload
   return r.rc;
 }
 
+/* ---- starting a device process ----------------------------------------------------------- */
+
+/* The device process is a fresh program, moonwarp-device, installed next to the library: a
+ * forked copy of this process would not do, because NVRTC loads the driver into this process
+ * when it compiles, and the driver refuses to initialise in a child forked after that. Found
+ * at $MOONWARP_DEVICE_PROCESS, else beside the shared object holding this code (libmoonwarp.so
+ * or the Lua module), else one or two folders up (the build tree). */
+static const char *device_program(void) {
+  static char path[4096];
+  static int done;
+  if (done) return path[0] ? path : NULL;
+  done = 1;
+  const char *env = getenv("MOONWARP_DEVICE_PROCESS");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+  Dl_info info;
+  if (!dladdr((void *)&device_program, &info) || !info.dli_fname) return NULL;
+  char dir[4000];
+  snprintf(dir, sizeof dir, "%s", info.dli_fname);
+  for (int up = 0; up < 3; ++up) {
+    char *slash = strrchr(dir, '/');
+    if (!slash) break;
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/moonwarp-device", dir);
+    if (access(path, X_OK) == 0) return path;
+  }
+  path[0] = 0;
+  return NULL;
+}
+
+/* Entry of the device process: `moonwarp-device serve` (socket on fd 3, status page on fd 4) or
+ * `moonwarp-device probe` (writes the probe's code and message to fd 3). */
+int mw__device_main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "moonwarp-device: started by the moonwarp library, not by hand\n");
+    return 2;
+  }
+  signal(SIGINT, SIG_IGN); /* the library's process decides what ^C means */
+  signal(SIGPIPE, SIG_IGN);
+  mw__cuda_serving = 1;
+  if (!strcmp(argv[1], "probe")) {
+    char m[1024] = "";
+    int r = mw__cuda_probe(m, sizeof m);
+    if (write(3, &r, sizeof r) < 0 || write(3, m, strlen(m)) < 0) return 1;
+    return 0;
+  }
+  if (!strcmp(argv[1], "serve")) {
+    mw__link_status *st =
+        mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED, 4, 0);
+    if (st == MAP_FAILED) return 1;
+    close(4);
+    return serve(3, st);
+  }
+  return 2;
+}
+
+/* Forks the device process with fd3 and fd4 (or -1) as its descriptors 3 and 4. It dies with
+ * this process. Returns the pid, or -1 with errno. */
+static pid_t spawn_device(const char *mode, int fd3, int fd4) {
+  const char *prog = device_program();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  /* descriptors 3 and 4, through spare numbers so neither overwrites the other */
+  int a = fcntl(fd3, F_DUPFD, 10), b = fd4 >= 0 ? fcntl(fd4, F_DUPFD, 10) : -1;
+  if (a < 0 || dup2(a, 3) < 0 || (b >= 0 && dup2(b, 4) < 0)) _exit(1);
+  for (int i = 5; i < 1024; ++i) close(i);
+  char *argv[] = {(char *)"moonwarp-device", (char *)mode, NULL};
+  if (prog) {
+    execv(prog, argv);
+    _exit(127);
+  }
+  /* no program found: serve from this fork (fine unless NVRTC already ran in the parent) */
+  _exit(mw__device_main(2, argv));
+}
+
 static int start_child(mw_runtime *rt, proxy *px) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
     mw__rt_error(rt, "socketpair: %s", strerror(errno));
     return MW_EIO;
   }
-  px->st = mmap(NULL, sizeof *px->st, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (px->st == MAP_FAILED) {
+  int sfd = memfd_create("moonwarp-status", MFD_CLOEXEC);
+  if (sfd < 0 || ftruncate(sfd, (off_t)page_round(sizeof *px->st)) ||
+      (px->st = mmap(NULL, sizeof *px->st, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0)) ==
+          MAP_FAILED) {
     px->st = NULL;
+    mw__rt_error(rt, "shared memory for the device process: %s", strerror(errno));
+    if (sfd >= 0) close(sfd);
     close(sv[0]);
     close(sv[1]);
-    mw__rt_error(rt, "mmap: %s", strerror(errno));
     return MW_ENOMEM;
   }
   atomic_store(&px->st->state, 0);
   reap_zombies();
-  pid_t parent = getpid();
-  pid_t pid = fork();
+  pid_t pid = spawn_device("serve", sv[1], sfd);
+  int err = errno;
+  close(sv[1]);
+  close(sfd);
   if (pid < 0) {
     close(sv[0]);
-    close(sv[1]);
-    mw__rt_error(rt, "fork: %s", strerror(errno));
+    mw__rt_error(rt, "fork: %s", strerror(err));
     return MW_ENOMEM;
   }
-  if (pid == 0) {
-    /* the device process: dies with the library's process, ignores the terminal's ^C (the
-     * library's process decides), keeps only its end of the socket */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGTERM, SIG_DFL);
-    int fd = sv[1];
-    for (int i = 3; i < 1024; ++i)
-      if (i != fd) close(i);
-    mw__cuda_serving = 1;
-    _exit(serve(fd, px->st));
-  }
-  close(sv[1]);
   px->pid = pid;
   px->fd = sv[0];
   return 0;
@@ -558,8 +629,8 @@ const mw__backend_ops mw__backend_cuda = {
 
 /* ---- probing without touching the driver here ----------------------------------------------- */
 
-/* Whether a cuda device answers, asked in a short-lived child so that this process never
- * initialises the driver (a process that did cannot hand CUDA to a forked child). Remembered. */
+/* Whether a cuda device answers, asked in a short-lived device process so that this process
+ * never initialises the driver. Remembered. */
 int mw__cuda_probe_isolated(char *err, size_t n) {
   static int done, rc;
   static char msg[1024];
@@ -569,14 +640,7 @@ int mw__cuda_probe_isolated(char *err, size_t n) {
   }
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC)) return MW_EIO;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(pfd[0]);
-    char m[1024] = "";
-    int r = mw__cuda_probe(m, sizeof m);
-    if (write(pfd[1], &r, sizeof r) < 0 || write(pfd[1], m, strlen(m)) < 0) _exit(1);
-    _exit(0);
-  }
+  pid_t pid = spawn_device("probe", pfd[1], -1);
   close(pfd[1]);
   int r = MW_ENODEV;
   char m[1024] = "the cuda probe failed";
