@@ -73,6 +73,12 @@ struct mw_ctx {
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
+  /* tracing, lane 0 only (NULL in the other lanes): see protocol.h, task traces */
+  mw_u32 trace_gen;  /* the mw_state.trace_gen this worker acted on last */
+  mw_u32 trace_cap;
+  mw_u64 trace_n;    /* its head's count */
+  mw_trace_head *trace_head;
+  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
@@ -750,6 +756,46 @@ __device__ void mw_release(mw_ctx *c, future f) {
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
+/* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
+
+/* Takes up a change of mw_state.trace_gen: the buffer of a new session, or none. */
+__device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
+  mw_state *st = c->st;
+  MW_FENCE(); /* gen before the fields the host wrote ahead of it */
+  c->trace_ev = 0;
+  c->trace_head = 0;
+  mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
+  mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
+  if ((gen & 1u) && buf && c->wid < nw) {
+    c->trace_head = (mw_trace_head *)buf + c->wid;
+    c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
+    c->trace_cap = cap;
+    c->trace_n = mw_ld64(&c->trace_head->count);
+  }
+  c->trace_gen = gen;
+  __threadfence_system(); /* the events written so far before the ack (the host reads them next) */
+  mw_u32 *ack = (mw_u32 *)mw_ld64((const mw_u64 *)&st->trace_ack);
+  if (ack) mw_st32(&ack[c->wid], gen);
+}
+
+/* Records one run that started at t0 (see mw_trace_ev). */
+__device__ __noinline__ void mw_trace_put(mw_ctx *c, mw_u64 t0, mw_u32 kind, mw_u64 fut,
+                                          mw_u32 arg, mw_u32 end, mw_u32 n) {
+  mw_u64 t1 = MW_GLOBALTIMER();
+  mw_u64 k = c->trace_n++;
+  if (k < c->trace_cap) {
+    mw_trace_ev *e = &c->trace_ev[k];
+    e->t0 = t0;
+    e->t1 = t1;
+    e->fut = fut;
+    e->arg = arg;
+    e->kind = (mw_u16)kind;
+    e->end = (mw_u8)end;
+    e->n = (mw_u8)n;
+  }
+  c->trace_head->count = k + 1;
+}
+
 /* Takes one descriptor from the host inbox and makes it a task in a fresh frame. Collective.
  * Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
 __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
@@ -865,6 +911,8 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
+  mw_u64 t0 = 0, fut = 0;
+  if (c->trace_ev) t0 = MW_GLOBALTIMER(), fut = c->hdr->fut;
 #ifdef MW_SIM
   if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
 #endif
@@ -873,6 +921,11 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   if (c->lane == 0) c->w->running = 0;
 #endif
   __syncwarp();
+  if (c->trace_ev)
+    mw_trace_put(c, t0, kind, fut, c->resume,
+                 c->status == MW_RUN_DONE ? MW_TR_DONE
+                                          : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED,
+                 0);
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
   if (c->lane == 0) mw_finish(c);
   __syncwarp();
@@ -906,6 +959,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (i >= n) break;
     mw_u32 end = i + chunk < n ? i + chunk : n;
     mw_u32 failed = 0;
+    mw_u64 t0 = c->trace_ev ? MW_GLOBALTIMER() : 0;
     for (mw_u32 k = i; k < end; ++k) {
       c->index = k;
       c->resume = 0;
@@ -928,6 +982,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         }
       }
     }
+    if (c->trace_ev) mw_trace_put(c, t0, kind, h->fut, i, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     if (c->lane == 0) {
       MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
@@ -974,6 +1029,9 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= st->nworkers) return;
   c.w = &st->workers[c.wid];
   c.bulk = 0;
+  c.trace_gen = 0;
+  c.trace_ev = 0;
+  c.trace_head = 0;
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the task it was running fails with the divergence message */
@@ -1002,6 +1060,10 @@ __device__ void mw_executor(mw_state *st) {
     }
     if (mw_bcast(stop)) break;
     mw_u32 f = mw_next(&c, idle);
+    if (c.lane == 0) { /* after taking the task: a task spawned after a start sees the start */
+      mw_u32 tg = mw_ld32(&st->trace_gen); /* one predictable branch while tracing stays off */
+      if (tg != c.trace_gen) mw_trace_switch(&c, tg);
+    }
     if (f == MW_NONE) {
       ++idle;
       if (c.lane == 0) c.w->idle_loops++;
