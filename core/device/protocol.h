@@ -202,15 +202,17 @@ typedef struct mw_control {
  *   at every start and stop, so every change is new to every worker.
  *   Host start: h2d trace_cap, trace_workers, trace_buf, trace_ack (heads zeroed); then h2d
  *     trace_gen (odd). Each h2d is complete before the next (a synchronous copy).
- *   Worker, lane 0, once per loop, right after looking for its next task (so a task spawned
- *     after the host's write is run by a worker that sees it): a volatile load of trace_gen;
- *     if it differs from the one it holds: dev-acquire (the fields above), volatile loads of
- *     them, then __threadfence_system() (every event it wrote so far before the ack) and a
- *     volatile store trace_ack[w] = trace_gen. It records only while its gen is odd and
- *     w < trace_workers. Between that check and the end of the run it records, it uses the
- *     buffer it picked up, so it writes at most one more event after the host's stop.
- *     Every run of a task spawned after trace_start returned is recorded; a task spawned
- *     before it may have runs from before the start (not recorded) and after it.
+ *     Then, while the executor runs, it waits (up to a deadline) until trace_ack[w] == that
+ *     gen for every running worker: a worker acks before it takes its next task, so every
+ *     run of a task spawned after the start returned is recorded. A task spawned before it
+ *     may have runs from before the start (not recorded) and after it.
+ *   Worker, lane 0, at the top of its loop, a volatile load of trace_gen next to that of the
+ *     stop flag (in flight together): if it differs from the one it holds: dev-acquire (the
+ *     fields above), volatile loads of them, then __threadfence_system() (every event it wrote
+ *     so far before the ack) and a volatile store trace_ack[w] = trace_gen. It records only
+ *     while its gen is odd and w < trace_workers. Between that check and the end of the run
+ *     it records, it uses the buffer it picked up, so it writes at most one more event after
+ *     the host's stop.
  *   Host stop: h2d trace_gen (even, g); then, while the executor runs, waits until
  *     trace_ack[w] == g for every running worker: from then on no worker touches the buffer
  *     (pairs with the worker's fence before its ack) and the host reads it with d2h. A worker

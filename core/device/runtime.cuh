@@ -79,6 +79,7 @@ struct mw_ctx {
   mw_u64 trace_n;    /* its head's count */
   mw_trace_head *trace_head;
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
+  mw_trace_ev trace_run; /* the run being recorded (kept here, not live across the body) */
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
@@ -778,21 +779,22 @@ __device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
   if (ack) mw_st32(&ack[c->wid], gen);
 }
 
-/* Records one run that started at t0 (see mw_trace_ev). */
-__device__ __noinline__ void mw_trace_put(mw_ctx *c, mw_u64 t0, mw_u32 kind, mw_u64 fut,
-                                          mw_u32 arg, mw_u32 end, mw_u32 n) {
-  mw_u64 t1 = MW_GLOBALTIMER();
+/* The start of a run (see mw_trace_ev). */
+__device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 arg) {
+  c->trace_run.kind = (mw_u16)kind;
+  c->trace_run.fut = fut;
+  c->trace_run.arg = arg;
+  c->trace_run.t0 = MW_GLOBALTIMER();
+}
+
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+__device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
+  mw_trace_ev *r = &c->trace_run;
+  r->t1 = MW_GLOBALTIMER();
+  r->end = (mw_u8)end;
+  r->n = (mw_u8)n;
   mw_u64 k = c->trace_n++;
-  if (k < c->trace_cap) {
-    mw_trace_ev *e = &c->trace_ev[k];
-    e->t0 = t0;
-    e->t1 = t1;
-    e->fut = fut;
-    e->arg = arg;
-    e->kind = (mw_u16)kind;
-    e->end = (mw_u8)end;
-    e->n = (mw_u8)n;
-  }
+  if (k < c->trace_cap) c->trace_ev[k] = *r;
   c->trace_head->count = k + 1;
 }
 
@@ -911,8 +913,7 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
-  mw_u64 t0 = 0, fut = 0;
-  if (c->trace_ev) t0 = MW_GLOBALTIMER(), fut = c->hdr->fut;
+  if (c->trace_ev) mw_trace_begin(c, kind, c->hdr->fut, c->resume);
 #ifdef MW_SIM
   if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
 #endif
@@ -922,10 +923,8 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
 #endif
   __syncwarp();
   if (c->trace_ev)
-    mw_trace_put(c, t0, kind, fut, c->resume,
-                 c->status == MW_RUN_DONE ? MW_TR_DONE
-                                          : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED,
-                 0);
+    mw_trace_end(c, c->status == MW_RUN_DONE ? MW_TR_DONE
+                    : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED, 0);
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
   if (c->lane == 0) mw_finish(c);
   __syncwarp();
@@ -959,7 +958,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (i >= n) break;
     mw_u32 end = i + chunk < n ? i + chunk : n;
     mw_u32 failed = 0;
-    mw_u64 t0 = c->trace_ev ? MW_GLOBALTIMER() : 0;
+    if (c->trace_ev) mw_trace_begin(c, kind, h->fut, i);
     for (mw_u32 k = i; k < end; ++k) {
       c->index = k;
       c->resume = 0;
@@ -982,7 +981,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         }
       }
     }
-    if (c->trace_ev) mw_trace_put(c, t0, kind, h->fut, i, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
+    if (c->trace_ev) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     if (c->lane == 0) {
       MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
@@ -1056,14 +1055,13 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
+      /* in flight together with the stop flag's load; one predictable branch while off */
+      mw_u32 tg = mw_ld32(&st->trace_gen);
+      if (tg != c.trace_gen) mw_trace_switch(&c, tg);
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
     if (mw_bcast(stop)) break;
     mw_u32 f = mw_next(&c, idle);
-    if (c.lane == 0) { /* after taking the task: a task spawned after a start sees the start */
-      mw_u32 tg = mw_ld32(&st->trace_gen); /* one predictable branch while tracing stays off */
-      if (tg != c.trace_gen) mw_trace_switch(&c, tg);
-    }
     if (f == MW_NONE) {
       ++idle;
       if (c.lane == 0) c.w->idle_loops++;

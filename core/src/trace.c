@@ -9,7 +9,7 @@
 #include "util.h"
 
 #define DEFAULT_EVENTS 4096u
-#define STOP_DEADLINE_S 1.0 /* how long a stop waits for workers still inside a run */
+#define ACK_DEADLINE_S 1.0 /* how long a start or stop waits for workers still inside a run */
 
 /* A buffer that a busy worker may still write into: freed once every running worker has acted
  * on a trace_gen at least gen, or once the executor has stopped. */
@@ -52,6 +52,17 @@ static int64_t acks_behind(mw_runtime *rt, uint32_t n, uint32_t gen, uint32_t *a
   if (rc) return rc;
   int64_t behind = 0;
   for (uint32_t w = 0; w < n; ++w) behind += (int32_t)(gen - acks[w]) > 0;
+  return behind;
+}
+
+/* Waits up to ACK_DEADLINE_S until workers 0..n-1 have acted on gen, while the executor runs.
+ * Returns how many have not (acks holds theirs), or a negative MW_E*. */
+static int64_t wait_acks(mw_runtime *rt, uint32_t n, uint32_t gen, uint32_t *acks) {
+  double end = mw__now() + ACK_DEADLINE_S;
+  int64_t behind;
+  while ((behind = acks_behind(rt, n, gen, acks)) > 0 && mw__now() < end &&
+         rt->ops->query(rt) > 0)
+    mw__sleep_ns(20000);
   return behind;
 }
 
@@ -158,6 +169,12 @@ MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
   tr->buf_dev = buf;
   tr->cap = cap;
   tr->workers = workers;
+  /* every worker takes up the start before its next task (a worker inside a long run does so
+   * once it returns): then every task spawned from here on is recorded whole */
+  uint32_t n = running_workers(rt, workers);
+  uint32_t *acks = malloc((size_t)(n ? n : 1) * 4);
+  if (acks) wait_acks(rt, n, tr->gen, acks); /* best effort: tracing is on either way */
+  free(acks);
   return 0;
 }
 
@@ -363,11 +380,7 @@ MW_API int mw_trace_stop(mw_runtime *rt, const char *path, mw_trace_stats *stats
     goto done;
   }
   /* wait until every running worker has acted on the stop (protocol.h, task traces) */
-  double end = mw__now() + STOP_DEADLINE_S;
-  while ((behind = acks_behind(rt, n, gen, acks)) > 0 && mw__now() < end &&
-         rt->ops->query(rt) > 0)
-    mw__sleep_ns(20000);
-  if (behind < 0) {
+  if ((behind = wait_acks(rt, n, gen, acks)) < 0) {
     rc = (int)behind;
     behind = n;
     goto done;
