@@ -303,7 +303,9 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
       fprintf(f, ",\"end\":\"%s\"}}", e->end < 3 ? end_names[e->end] : "?");
       if (refs && !e->n) refs[nrefs++] = (run_ref){e->fut, e->t0, w, i};
     }
-  /* flow arrows from each run of a task to its next run (after the wake-up) */
+  /* flow arrows from each run of a task that ended at an await to its next run: v1 flow events
+   * with the category and start time of the slices they bind to (what Perfetto, chrome://tracing
+   * and DevTools all read) */
   if (refs) {
     qsort(refs, nrefs, sizeof *refs, by_task_then_time);
     uint64_t id = 0;
@@ -312,11 +314,11 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
       const mw_trace_ev *a = &we[refs[k - 1].w].ev[refs[k - 1].i];
       if (a->end != MW_TR_AWAIT) continue;
       ++id;
-      fprintf(f, ",\n{\"name\":\"wake\",\"cat\":\"await\",\"ph\":\"s\",\"id\":%llu,\"pid\":1,"
+      fprintf(f, ",\n{\"name\":\"wake\",\"cat\":\"task\",\"ph\":\"s\",\"id\":%llu,\"pid\":1,"
                  "\"tid\":%u,\"ts\":",
               (unsigned long long)id, refs[k - 1].w);
       put_us(f, refs[k - 1].t0 - origin);
-      fprintf(f, "},\n{\"name\":\"wake\",\"cat\":\"await\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%llu,"
+      fprintf(f, "},\n{\"name\":\"wake\",\"cat\":\"task\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%llu,"
                  "\"pid\":1,\"tid\":%u,\"ts\":",
               (unsigned long long)id, refs[k].w);
       put_us(f, refs[k].t0 - origin);
@@ -399,7 +401,7 @@ MW_API int mw_trace_stop(mw_runtime *rt, const char *path, mw_trace_stats *stats
     behind = still;
   }
   if (rc) goto done;
-  if (rt->ops->query(rt) <= 0) behind = 0; /* the executor has exited: nobody writes any more */
+  if (behind > 0 && rt->ops->query(rt) == 0) behind = 0; /* exited cleanly: nobody writes */
   st.workers = workers;
   st.busy = (uint32_t)behind;
   for (uint32_t w = 0; w < workers; ++w) {
@@ -418,6 +420,7 @@ done:
     mw__rt_error(rt, "writing the trace to %s: %s", path, strerror(errno));
     rc = MW_EIO;
   }
+  if (f && rc) remove(path); /* no half-written trace */
   if (we)
     for (uint32_t w = 0; w < workers; ++w) free(we[w].ev);
   free(we);
