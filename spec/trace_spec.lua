@@ -240,7 +240,7 @@ support.each_backend(function(backend)
       for _, e in ipairs(slices(doc)) do assert.are.equal("fib", e.name) end
       flag:write { 5 }
       assert.are.equal(5, f:await())
-      -- its buffer was kept for it; a new session starts and ends cleanly
+      -- its buffer was kept for it; a new recording starts and ends cleanly
       local _, n2 = traced(rt, nil, function() prog.fib(3):await() end)
       assert.are.equal(n2 >= 5, true)
       flag:close()

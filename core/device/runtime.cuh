@@ -759,7 +759,7 @@ __device__ void mw_release(mw_ctx *c, future f) {
 
 /* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
 
-/* Takes up a change of mw_state.trace_gen: the buffer of a new session, or none. */
+/* Takes up a change of mw_state.trace_gen: the buffer of a new recording, or none. */
 __device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
   mw_state *st = c->st;
   MW_FENCE(); /* gen before the fields the host wrote ahead of it */

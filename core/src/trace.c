@@ -21,7 +21,7 @@ typedef struct orphan {
 struct mw__trace {
   uint32_t gen; /* the last trace_gen written to the device; odd while on */
   uint64_t ack_dev; /* trace_ack: max_workers u32, kept from the first start to close */
-  uint64_t buf_dev; /* the buffer of the session that is on */
+  uint64_t buf_dev; /* the buffer of the recording that is on */
   uint32_t cap, workers;
   orphan *orphans;
   int norphans;
@@ -84,7 +84,7 @@ static void reap_orphans(mw_runtime *rt) {
   free(acks);
 }
 
-/* Keeps the session's buffer until the workers have acted on gen (UINT32_MAX: until close). */
+/* Keeps the recording's buffer until the workers have acted on gen (UINT32_MAX: until close). */
 static void keep_buffer(mw_runtime *rt, uint32_t gen) {
   struct mw__trace *tr = rt->trace;
   orphan *grown = realloc(tr->orphans, sizeof *grown * (size_t)(tr->norphans + 1));
