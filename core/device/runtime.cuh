@@ -73,6 +73,13 @@ struct mw_ctx {
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
+  /* tracing, lane 0 only (NULL in the other lanes): see protocol.h, task traces */
+  mw_u32 trace_gen;  /* the mw_state.trace_gen this worker acted on last */
+  mw_u32 trace_cap;
+  mw_u64 trace_n;    /* its head's count */
+  mw_trace_head *trace_head;
+  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
+  mw_trace_ev trace_run; /* the run being recorded (kept here, not live across the body) */
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
@@ -750,6 +757,47 @@ __device__ void mw_release(mw_ctx *c, future f) {
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
+/* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
+
+/* Takes up a change of mw_state.trace_gen: the buffer of a new recording, or none. */
+__device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
+  mw_state *st = c->st;
+  MW_FENCE(); /* gen before the fields the host wrote ahead of it */
+  c->trace_ev = 0;
+  c->trace_head = 0;
+  mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
+  mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
+  if ((gen & 1u) && buf && c->wid < nw) {
+    c->trace_head = (mw_trace_head *)buf + c->wid;
+    c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
+    c->trace_cap = cap;
+    c->trace_n = mw_ld64(&c->trace_head->count);
+  }
+  c->trace_gen = gen;
+  __threadfence_system(); /* the events written so far before the ack (the host reads them next) */
+  mw_u32 *ack = (mw_u32 *)mw_ld64((const mw_u64 *)&st->trace_ack);
+  if (ack) mw_st32(&ack[c->wid], gen);
+}
+
+/* The start of a run (see mw_trace_ev). */
+__device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 arg) {
+  c->trace_run.kind = (mw_u16)kind;
+  c->trace_run.fut = fut;
+  c->trace_run.arg = arg;
+  c->trace_run.t0 = MW_GLOBALTIMER();
+}
+
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+__device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
+  mw_trace_ev *r = &c->trace_run;
+  r->t1 = MW_GLOBALTIMER();
+  r->end = (mw_u8)end;
+  r->n = (mw_u8)n;
+  mw_u64 k = c->trace_n++;
+  if (k < c->trace_cap) c->trace_ev[k] = *r;
+  c->trace_head->count = k + 1;
+}
+
 /* Takes one descriptor from the host inbox and makes it a task in a fresh frame. Collective.
  * Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
 __device__ mw_u32 mw_take_inbox(mw_ctx *c) {
@@ -865,6 +913,7 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
+  if (c->trace_ev) mw_trace_begin(c, kind, c->hdr->fut, c->resume);
 #ifdef MW_SIM
   if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
 #endif
@@ -873,6 +922,9 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   if (c->lane == 0) c->w->running = 0;
 #endif
   __syncwarp();
+  if (c->trace_ev)
+    mw_trace_end(c, c->status == MW_RUN_DONE ? MW_TR_DONE
+                    : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED, 0);
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
   if (c->lane == 0) mw_finish(c);
   __syncwarp();
@@ -906,6 +958,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (i >= n) break;
     mw_u32 end = i + chunk < n ? i + chunk : n;
     mw_u32 failed = 0;
+    if (c->trace_ev) mw_trace_begin(c, kind, h->fut, i);
     for (mw_u32 k = i; k < end; ++k) {
       c->index = k;
       c->resume = 0;
@@ -928,6 +981,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         }
       }
     }
+    if (c->trace_ev) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     if (c->lane == 0) {
       MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
@@ -974,6 +1028,9 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= st->nworkers) return;
   c.w = &st->workers[c.wid];
   c.bulk = 0;
+  c.trace_gen = 0;
+  c.trace_ev = 0;
+  c.trace_head = 0;
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the task it was running fails with the divergence message */
@@ -998,6 +1055,9 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
+      /* in flight together with the stop flag's load; one predictable branch while off */
+      mw_u32 tg = mw_ld32(&st->trace_gen);
+      if (tg != c.trace_gen) mw_trace_switch(&c, tg);
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
     if (mw_bcast(stop)) break;

@@ -110,6 +110,7 @@ struct mw_runtime {
   int nprogs;
   uint32_t nkinds;
   mw_buffer *buffers;
+  struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
   int built, running, faulted;
   int abandoned; /* closed while a task still ran: device memory is left to it */
   double t_start;
@@ -120,6 +121,10 @@ struct mw_runtime {
 };
 
 void mw__rt_error(mw_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* trace.c: frees the trace state at close; device memory too when free_device (the executor has
+ * stopped) */
+void mw__trace_free(mw_runtime *rt, int free_device);
 
 /* compile cache and dump helpers used by the backends */
 void mw__dump_source(const char *source, const char *ext);

@@ -371,6 +371,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
   while (rt->buffers) mw_buffer_free(rt->buffers);
+  mw__trace_free(rt, rc != MW_ETIMEDOUT);
   for (int i = 0; i < rt->nprogs; ++i) {
     mw__parsed_free(&rt->progs[i]->parsed);
     free(rt->progs[i]);
