@@ -1,10 +1,25 @@
 -- core.lua - the executor's three headline figures, measured in one run: host spawn->await round
 -- trip of a task that returns at once, a chain of device-side spawn->await hops, and fib(25).
--- Usage: luajit bench/core.lua [backend]   (prints a table; baselines are in bench/README.md)
+-- Usage: luajit bench/core.lua [backend [workers]] [--trace FILE]   (prints a table; baselines
+-- are in bench/README.md). With --trace, one more fib run after the figures is recorded into FILE
+-- as a Chrome trace (open it in Perfetto); the figures themselves are measured untraced.
 local mw = require "moonwarp"
 
-local backend = arg and arg[1]
-local workers = tonumber(arg and arg[2])
+local args, trace_path = {}, nil
+do
+  local i = 1
+  while arg and arg[i] do
+    if arg[i] == "--trace" then
+      trace_path = arg[i + 1] or error("--trace needs a file name")
+      i = i + 2
+    else
+      args[#args + 1] = arg[i]
+      i = i + 1
+    end
+  end
+end
+local backend = args[1]
+local workers = tonumber(args[2])
 if workers == 0 then workers = nil end
 local rt = assert(mw.runtime { backend = backend, workers = workers, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/core.lua"):match("^(.*)/[^/]*$") or "."
@@ -54,4 +69,18 @@ print(("%-44s %9.2f us"):format("host spawn->await round trip, p50", p50))
 print(("%-44s %9.2f us"):format("host spawn->await round trip, p99", p99))
 print(("%-44s %9.3f us"):format(("device spawn->await hop (chain of %d)"):format(hops), chain_us))
 print(("%-44s %9.2f M/s"):format(("fib(%d), %d tasks"):format(n, tasks), tasks / best / 1e6))
+
+if trace_path then
+  -- about 1.5 runs per task, spread over the workers by stealing: room for more than twice a
+  -- fair share each (a worker that runs out counts the rest as dropped)
+  local w = rt:stats().workers
+  assert(rt:trace_start { events = math.floor(4 * tasks / w) + 1024 })
+  t0 = mw.now()
+  prog.fib(n):await()
+  local traced = mw.now() - t0
+  local written, dropped = assert(rt:trace_stop(trace_path))
+  print(("%-44s %9.2f M/s"):format(("fib(%d) traced"):format(n), tasks / traced / 1e6))
+  print(("trace: %d runs written to %s, %d dropped (open it in Perfetto)"):format(written,
+    trace_path, dropped))
+end
 rt:close()

@@ -180,6 +180,48 @@ for _, key in ipairs(baseline_order) do
   end
 end
 
+-- the targets, as ratios of figures from this same run
+local mine = {}
+for _, r in ipairs(rows) do mine[r[1] .. "/" .. r[2]] = r[4] end
+local function find(tbl, prefix)
+  for k, v in pairs(tbl) do if k:sub(1, #prefix) == prefix then return v end end
+end
+local base_all = {}
+for _, r in ipairs(out_rows) do
+  if r[5] ~= "" then base_all[r[1] .. "/" .. r[2]] = r[5] end
+end
+for _, key in ipairs(baseline_order) do
+  if baseline[key] then base_all[key] = baseline[key] end
+end
+local targets = {
+  { "round trip p50 vs the ping-pong floor", "<= 1.30x",
+    find(mine, "round trip/spawn->await p50"), find(base_all, "round trip/ping-pong floor p50"),
+    function(m, b) return m / b, m / b <= 1.3 end },
+  { "dependent hop vs a CUDA graph step", ">= 3.00x faster",
+    find(mine, "dependent chain/hop"), find(base_all, "dependent chain/CUDA graph step"),
+    function(m, b) return b / m, b / m >= 3 end },
+  { "fib tasks per second", ">= 250 M/s", find(mine, "fork-join/fib"), 1,
+    function(m) return m, m >= 250 end },
+  { "bulk vs the standalone kernel", ">= 0.90x", find(mine, "bulk/saxpy"),
+    find(base_all, "bulk/saxpy"), function(m, b) return m / b, m / b >= 0.9 end },
+}
+for _, batch in ipairs { 1, 2, 4, 8 } do
+  local key = ("pipeline/3 stages, batch %d"):format(batch)
+  targets[#targets + 1] = { ("pipeline batch %d vs a CUDA graph"):format(batch), ">= 1.50x faster",
+    mine[key], base_all[key], function(m, b) return b / m, b / m >= 1.5 end }
+end
+print()
+print(("%-40s %-16s %-10s %s"):format("target", "goal", "measured", ""))
+for _, t in ipairs(targets) do
+  local m, b = t[3], t[4]
+  if m and b then
+    local v, met = t[5](m, b)
+    print(("%-40s %-16s %-10.2f %s"):format(t[1], t[2], v, met and "met" or "missed"))
+  else
+    print(("%-40s %-16s %-10s %s"):format(t[1], t[2], "-", "no baseline in this run"))
+  end
+end
+
 -- CSV
 local csv = assert(io.open(opts.out .. "/bench.csv", "w"))
 csv:write("workload,figure,unit,moonwarp,baseline,ratio\n")

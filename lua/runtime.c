@@ -373,6 +373,61 @@ static int l_stats(lua_State *L) {
   return 1;
 }
 
+/* ---- traces ---- */
+
+/* rt:trace_start([{events = n}]): records every run of a task body per worker until
+ * rt:trace_stop; n is the buffer of each worker in runs (default 4096). Misuse (tracing already
+ * on, a bad option) raises; a failure to allocate returns nil, message, code. */
+static int l_trace_start(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  uint32_t events = 0;
+  if (!lua_isnoneornil(L, 2)) {
+    if (lua_type(L, 2) != LUA_TTABLE)
+      return luaL_argerror(L, 2, lua_pushfstring(L, "table expected, got %s", mwl_typename(L, 2)));
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "events") != 0) {
+        lua_getglobal(L, "tostring");
+        lua_pushvalue(L, -3);
+        lua_call(L, 1, 1);
+        return luaL_argerror(L, 2, lua_pushfstring(L, "unknown option '%s' (options: events)",
+                                                   lua_tostring(L, -1)));
+      }
+      lua_Number v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+      if (!(v >= 1 && v <= MW_TRACE_MAX_EVENTS_PER_WORKER && v == floor(v)))
+        return luaL_argerror(
+            L, 2,
+            lua_pushfstring(L, "option 'events' must be an integer in 1..%d, got %s",
+                            (int)MW_TRACE_MAX_EVENTS_PER_WORKER,
+                            lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                           : mwl_typename(L, -1)));
+      events = (uint32_t)v;
+      lua_pop(L, 1);
+    }
+  }
+  int rc = mw_trace_start(r->rt, events);
+  if (rc == MW_EINVAL) return luaL_error(L, "%s", mw_runtime_last_error(r->rt));
+  if (rc < 0) return mwl_fail_rt(L, r, rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* rt:trace_stop(path): ends the recording and writes it to path as a Chrome trace event JSON
+ * file (open it in Perfetto or chrome://tracing). Returns the number of runs written and the
+ * number dropped because a worker's buffer was full. A path that cannot be written returns nil,
+ * message, "EIO" with tracing still on; stopping when tracing is not on raises. */
+static int l_trace_stop(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  const char *path = luaL_checkstring(L, 2);
+  mw_trace_stats st;
+  int rc = mw_trace_stop(r->rt, path, &st);
+  if (rc == MW_EINVAL) return luaL_error(L, "%s", mw_runtime_last_error(r->rt));
+  if (rc < 0) return mwl_fail_rt(L, r, rc);
+  lua_pushnumber(L, (lua_Number)st.events);
+  lua_pushnumber(L, (lua_Number)st.dropped);
+  return 2;
+}
+
 /* ---- fields and methods ---- */
 
 /* __index: `backend` and `faulted` are fields, readable after close; the rest are methods.
@@ -401,7 +456,8 @@ static int l_index(lua_State *L) {
 
 static const luaL_Reg methods[] = {
     {"compile", l_compile}, {"compile_file", l_compile_file}, {"buffer", mwl_buffer_new},
-    {"stats", l_stats},     {"close", l_close},               {NULL, NULL},
+    {"stats", l_stats},     {"close", l_close},               {"trace_start", l_trace_start},
+    {"trace_stop", l_trace_stop}, {NULL, NULL},
 };
 
 static const luaL_Reg metamethods[] = {

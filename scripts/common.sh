@@ -61,6 +61,7 @@ mw_have() {
     luajit) command -v luajit >/dev/null 2>&1 ;;
     libluajit-5.1-dev) pkg-config --exists luajit 2>/dev/null ;;
     lua-busted) mw_busted_script >/dev/null ;;
+    lua-dkjson) luajit -e 'require "dkjson"' >/dev/null 2>&1 ;;
     luarocks) command -v luarocks >/dev/null 2>&1 ;;
     libsodium-dev) pkg-config --exists libsodium 2>/dev/null ;;
     libboost-context-dev)
@@ -73,7 +74,7 @@ mw_have() {
 # Installs the missing packages with apt-get when running as root; otherwise names them and
 # fails. luarocks is needed only by spec/rocks_spec.lua, so its absence alone is not fatal.
 mw_ensure_packages() {
-  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted luarocks libsodium-dev libboost-context-dev"
+  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks libsodium-dev libboost-context-dev"
   local missing="" required="" p
   for p in $pkgs; do
     if ! mw_have "$p"; then

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
-# Usage: bash scripts/gpu.sh [out-dir [step...]]   steps: examples specs bench (default: all)
+# Usage: bash scripts/gpu.sh [out-dir [step...]]
+#   steps: examples specs bench soak sanitize (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
 shift || true
-steps=" ${*:-examples specs bench} "
+steps=" ${*:-examples specs bench soak sanitize} "
 want() { [[ $steps == *" $1 "* ]]; }
 mkdir -p "$out"
 source .gpu/env.sh
@@ -37,8 +38,30 @@ if want specs; then
 fi
 if want bench; then
   step bench
+  # the clocks while the executor runs (a persistent kernel keeps the GPU busy: it should boost)
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw --format=csv -lms 1000 >"$out/clocks.csv" 2>&1 &
+  smi=$!
   timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/bench.txt"
+  timeout 60 luajit bench/hops.lua cuda 2000 2>&1 | tee -a "$out/bench.txt"
   timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
     export MW_BASELINES=$PWD/build-gpu/baselines
   timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
+  kill $smi 2>/dev/null
+fi
+if want soak; then
+  step soak
+  timeout 300 luajit bench/soak.lua cuda 10000000 1 2>&1 | tee "$out/soak.txt"
+fi
+if want sanitize; then
+  # memcheck and racecheck follow the device process (--target-processes all); the fault and
+  # hang specs are left out: they fault on purpose or are killed
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool"
+    MW_SPEC_TRACE=1 timeout 240 compute-sanitizer --tool $tool --target-processes all --print-limit 20 \
+      luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
+      spec/api_spec.lua spec/executor_spec.lua spec/property_spec.lua spec/async_spec.lua \
+      >"$out/$tool.txt" 2>&1
+    echo "exit status: $?"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/$tool.txt" | sort | uniq -c
+  done
 fi

@@ -1,5 +1,5 @@
--- bench_spec.lua - the benchmark suite runs end to end on sim and writes its table, CSV and plot
--- (its figures are measured on a GPU; here only that it works and writes what it promises).
+-- bench_spec.lua - the benchmark suite runs end to end on sim and writes its table, CSV and plot,
+-- and bench/core.lua its trace (figures are measured on a GPU; here only that it all works).
 local support = require "spec.support"
 
 describe("bench/suite.lua #sim", function()
@@ -56,5 +56,25 @@ describe("bench/suite.lua #sim", function()
     local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
     assert.truthy(csv:find('"round trip","spawn%->await p50",us,[%d.e+-]+,1000000,[%d.e+-]+\n'), csv)
     os.execute("rm -rf " .. support.shell_quote(dir))
+  end)
+end)
+
+describe("bench/core.lua #sim", function()
+  it("records one more fib run into the file given with --trace", function()
+    local path = os.tmpname()
+    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " "
+    local status, out = support.run(env .. "luajit bench/core.lua sim --trace "
+      .. support.shell_quote(path))
+    assert.equals(0, status, out)
+    local written = tonumber(out:match("trace: (%d+) runs written"))
+    assert.is_true(written ~= nil and written >= 8361, out) -- fib(18) is 8361 tasks
+    local doc = require("dkjson").decode(assert(io.open(path)):read("*a"))
+    os.remove(path)
+    local slices = 0
+    for _, e in ipairs(doc.traceEvents) do
+      if e.ph == "X" then slices = slices + 1 end
+    end
+    assert.equals(written, slices)
   end)
 end)

@@ -329,6 +329,27 @@ support.each_backend(function(backend)
     idle_and_balanced()
   end)
 
+  it("a trace marks the runs that ended by cancellation", function()
+    local json = require "dkjson"
+    local cell = rt:buffer("int32", 1)
+    cell:write { 0 }
+    assert(rt:trace_start())
+    assert.equals(110011, prog.early(cell):await(30))
+    local path = string.format("%s/moonwarp-cancel-trace-%d-%d.json", os.getenv("TMPDIR") or "/tmp",
+      os.time(), math.random(1, 1e9))
+    assert(rt:trace_stop(path))
+    local fh = assert(io.open(path, "rb"))
+    local doc = assert(json.decode(fh:read("*a"), 1, nil))
+    fh:close()
+    os.remove(path)
+    local ends = {}
+    for _, e in ipairs(doc.traceEvents) do
+      if e.ph == "X" then ends[e.name] = (ends[e.name] or "") .. e.args["end"] .. " " end
+    end
+    assert.equals("cancelled ", ends.mark) -- its only run: it stopped at the start
+    assert.truthy(ends.early and ends.early:find("done", 1, true), tostring(ends.early))
+  end)
+
   it("the counters balance with cancellations counted", function()
     local s = idle_and_balanced()
     assert.is_true(s.cancelled >= 8, tostring(s.cancelled))

@@ -23,7 +23,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 2
+#define MW_PROTOCOL_VERSION 3
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -250,15 +250,64 @@ typedef struct mw_comp_cell {
  *   4096th task: the host watchdog reads it to say whether the executor is alive.
  * exited: each worker atomically increments when it leaves; the host waits for all (or for
  *   the kernel to finish) before it relaunches.
- * trace_on: host-release 1 to record task starts and ends (reserved). */
+ * Tracing is switched in device memory, not here: see "task traces" below. */
 typedef struct mw_control {
   volatile mw_u32 exited;
   volatile mw_u64 heartbeat;
   volatile mw_u32 fault;      /* device-detected fault, a mw_fail_code; 0 = none */
   volatile mw_u32 fault_kind; /* kind id that caused it */
-  volatile mw_u32 trace_on;
-  mw_u32 pad[2];
+  mw_u32 pad[3];
 } mw_control;
+
+/* ---- task traces (device memory, allocated by the host while tracing) ----------------------
+ * Each run of a task body on a worker (a "run": from the start or from the await it resumed at,
+ * to its return, failure or next suspending await) is one event; a bulk worker's run of a chunk
+ * of instances is one event. The body's run only: what the executor does between runs (taking,
+ * completing, waking) shows as the gaps between a worker's events.
+ *
+ * trace_buf (one allocation): mw_trace_head head[trace_workers], then
+ *   mw_trace_ev ev[trace_workers][trace_cap]; worker w owns head[w] and ev[w][*] and writes
+ *   them with lane 0 only, plain stores, no atomics: event head[w].count goes to
+ *   ev[w][count] when count < trace_cap, and count is incremented either way (so
+ *   count - trace_cap runs were dropped when count > trace_cap).
+ *
+ * Switching (mw_state.trace_*): trace_gen is odd while tracing is on; the host bumps it by one
+ *   at every start and stop, so every change is new to every worker.
+ *   Host start: h2d trace_cap, trace_workers, trace_buf, trace_ack (heads zeroed); then h2d
+ *     trace_gen (odd). Each h2d is complete before the next (a synchronous copy).
+ *     Then, while the executor runs, it waits (up to a deadline) until trace_ack[w] == that
+ *     gen for every running worker: a worker acks before it takes its next task, so every
+ *     run of a task spawned after the start returned is recorded. A task spawned before it
+ *     may have runs from before the start (not recorded) and after it.
+ *   Worker, lane 0, at the top of its loop, a volatile load of trace_gen next to that of the
+ *     stop flag (in flight together): if it differs from the one it holds: dev-acquire (the
+ *     fields above), volatile loads of them, then __threadfence_system() (every event it wrote
+ *     so far before the ack) and a volatile store trace_ack[w] = trace_gen. It records only
+ *     while its gen is odd and w < trace_workers. Between that check and the end of the run
+ *     it records, it uses the buffer it picked up, so it writes at most one more event after
+ *     the host's stop.
+ *   Host stop: h2d trace_gen (even, g); then, while the executor runs, waits until
+ *     trace_ack[w] == g for every running worker: from then on no worker touches the buffer
+ *     (pairs with the worker's fence before its ack) and the host reads it with d2h. A worker
+ *     that stays inside one run past the host's deadline is "busy": its events are read up to
+ *     the count read before them, and the buffer is not freed until its ack reaches g.
+ * trace_ack (one u32 per worker of the runtime) is allocated at the first start and kept. */
+typedef struct mw_trace_head {
+  mw_u64 count;   /* runs recorded or dropped by this worker */
+  mw_u64 pad[7];  /* a cache line per worker */
+} mw_trace_head;  /* 64 bytes */
+
+enum mw_trace_end { MW_TR_DONE = 0, MW_TR_AWAIT = 1, MW_TR_FAILED = 2, MW_TR_CANCELLED = 3 };
+
+typedef struct mw_trace_ev {
+  mw_u64 t0, t1; /* device timer (ns; %globaltimer, CLOCK_MONOTONIC on sim) at the run's start and end */
+  mw_u64 fut;    /* the task's future handle: the same in every run of one task */
+  mw_u32 arg;    /* plain: resume point (0 = start, else the line of the await it resumed at);
+                    bulk: the first instance of the chunk */
+  mw_u16 kind;   /* kind id */
+  mw_u8 end;     /* enum mw_trace_end */
+  mw_u8 n;       /* bulk: instances in the chunk (at most 64); 0 for a plain task */
+} mw_trace_ev;   /* 32 bytes */
 
 /* ---- per-worker state (device memory) -----------------------------------------------------
  * The deque is a Chase-Lev work-stealing deque of frame indices: the owner pushes and pops at
@@ -327,6 +376,13 @@ typedef struct mw_state {
   mw_u32 stop;         /* written by the host (see Stopping above) */
   mw_u32 pad2;
   mw_u64 t0;           /* globaltimer at the first launch */
+  /* tracing, written by the host (see "task traces" above) */
+  mw_u32 trace_gen;     /* odd while on */
+  mw_u32 trace_cap;     /* events per worker in trace_buf */
+  mw_u32 trace_workers; /* workers with a part of trace_buf */
+  mw_u32 pad3;
+  mw_u8 *trace_buf;
+  mw_u32 *trace_ack;    /* per worker: the last trace_gen it acted on */
 } mw_state;
 
 #define MW_MAX_KINDS 64u

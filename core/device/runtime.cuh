@@ -77,6 +77,13 @@ struct mw_ctx {
   mw_u32 cancelled;  /* the task saw its cancellation (start, spawn or await): it ends cancelled */
   mw_u64 polled;     /* pollers: when this worker last looked at the inbox (globaltimer, lane 0) */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
+  /* tracing, lane 0 only (NULL in the other lanes): see protocol.h, task traces */
+  mw_u32 trace_gen;  /* the mw_state.trace_gen this worker acted on last */
+  mw_u32 trace_cap;
+  mw_u64 trace_n;    /* its head's count */
+  mw_trace_head *trace_head;
+  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
+  mw_trace_ev trace_run; /* the run being recorded (kept here, not live across the body) */
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
@@ -985,6 +992,47 @@ __device__ void mw_release(mw_ctx *c, future f) {
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
+/* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
+
+/* Takes up a change of mw_state.trace_gen: the buffer of a new recording, or none. */
+__device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
+  mw_state *st = c->st;
+  MW_FENCE(); /* gen before the fields the host wrote ahead of it */
+  c->trace_ev = 0;
+  c->trace_head = 0;
+  mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
+  mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
+  if ((gen & 1u) && buf && c->wid < nw) {
+    c->trace_head = (mw_trace_head *)buf + c->wid;
+    c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
+    c->trace_cap = cap;
+    c->trace_n = mw_ld64(&c->trace_head->count);
+  }
+  c->trace_gen = gen;
+  __threadfence_system(); /* the events written so far before the ack (the host reads them next) */
+  mw_u32 *ack = (mw_u32 *)mw_ld64((const mw_u64 *)&st->trace_ack);
+  if (ack) mw_st32(&ack[c->wid], gen);
+}
+
+/* The start of a run (see mw_trace_ev). */
+__device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 arg) {
+  c->trace_run.kind = (mw_u16)kind;
+  c->trace_run.fut = fut;
+  c->trace_run.arg = arg;
+  c->trace_run.t0 = MW_GLOBALTIMER();
+}
+
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+__device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
+  mw_trace_ev *r = &c->trace_run;
+  r->t1 = MW_GLOBALTIMER();
+  r->end = (mw_u8)end;
+  r->n = (mw_u8)n;
+  mw_u64 k = c->trace_n++;
+  if (k < c->trace_cap) c->trace_ev[k] = *r;
+  c->trace_head->count = k + 1;
+}
+
 /* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
  * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
  * if the inbox is empty or no frame is free. */
@@ -1139,10 +1187,12 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   MW_FENCE();
   mw_u32 kind = c->hdr->kind;
   c->resume = c->hdr->resume;
+  if (c->trace_ev) mw_trace_begin(c, kind, c->hdr->fut, c->resume);
   mw_u32 cx = 0;
   if (c->lane == 0 && c->resume == 0) cx = mw_cancel_asked(c->st, c->hdr->fut);
   if (mw_bcast(cx)) { /* cancelled before it started: the body never runs */
     c->cancelled = 1;
+    if (c->trace_ev) mw_trace_end(c, MW_TR_CANCELLED, 0);
     if (c->lane == 0) mw_finish(c);
     __syncwarp();
     return;
@@ -1155,6 +1205,10 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
   if (c->lane == 0) c->w->running = 0;
 #endif
   __syncwarp();
+  if (c->trace_ev)
+    mw_trace_end(c, c->cancelled ? MW_TR_CANCELLED
+                    : c->status == MW_RUN_DONE ? MW_TR_DONE
+                    : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED, 0);
   if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
   if (c->lane == 0) mw_finish(c);
   __syncwarp();
@@ -1204,6 +1258,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     mw_u32 end = skip ? n : (i + chunk < n ? i + chunk : n);
     mw_u32 failed = 0;
     if (skip && c->lane == 0) atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
+    if (c->trace_ev && !skip) mw_trace_begin(c, kind, h->fut, i);
     for (mw_u32 k = i; k < end && !skip; ++k) {
       c->index = k;
       c->resume = 0;
@@ -1226,6 +1281,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         }
       }
     }
+    if (c->trace_ev && !skip) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     if (c->lane == 0) {
       MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
@@ -1279,6 +1335,9 @@ __device__ void mw_executor(mw_state *st) {
   c.bulk = 0;
   c.cancelled = 0;
   c.polled = 0;
+  c.trace_gen = 0;
+  c.trace_ev = 0;
+  c.trace_head = 0;
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the task it was running fails with the divergence message */
@@ -1304,6 +1363,9 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
+      /* in flight together with the stop flag's load; one predictable branch while off */
+      mw_u32 tg = mw_ld32(&st->trace_gen);
+      if (tg != c.trace_gen) mw_trace_switch(&c, tg);
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
     if (mw_bcast(stop)) break;

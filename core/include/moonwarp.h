@@ -199,6 +199,30 @@ MW_API uint64_t mw_buffer_address(const mw_buffer *b);
 MW_API size_t mw_buffer_size(const mw_buffer *b);
 MW_API void mw_buffer_free(mw_buffer *b);
 
+/* ---- task traces ----
+ * While tracing is on, every run of a task body is recorded per worker with the device timer:
+ * a task that suspends at awaits shows as one slice per run (from its start or the await it
+ * resumed at, to its return, failure or next suspending await); a bulk task as one slice per
+ * chunk of instances a worker ran. Safe while the executor runs. */
+typedef struct mw_trace_stats {
+  uint64_t events;  /* runs written (recorded) */
+  uint64_t dropped; /* runs not recorded because a worker's buffer was full */
+  uint32_t workers; /* workers that had a buffer */
+  uint32_t busy;    /* workers still inside one run when the stop gave up waiting: that run is
+                       missing from the trace */
+} mw_trace_stats;
+
+#define MW_TRACE_MAX_EVENTS_PER_WORKER (1u << 24)
+
+/* Starts recording into per-worker device buffers of events_per_worker runs each (0 = 4096,
+ * at most MW_TRACE_MAX_EVENTS_PER_WORKER). MW_EINVAL when tracing is already on. */
+MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker);
+/* Stops recording, reads the buffers back and writes them to path as a Chrome trace event JSON
+ * file (Perfetto, chrome://tracing); path NULL discards them. stats may be NULL. MW_EINVAL when
+ * tracing is not on; MW_EIO when path cannot be opened for writing (tracing stays on, nothing
+ * is lost: call again with another path) or writing it fails (the trace is lost). */
+MW_API int mw_trace_stop(mw_runtime *rt, const char *path, mw_trace_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
-/* backend_cuda.c - the cuda backend: one context per runtime, NVRTC-built executor modules, the
- * persistent kernel on a non-blocking stream, buffers through the stream-ordered allocator. */
+/* backend_cuda.c - the cuda backend in the process that holds the context: one context per
+ * runtime, NVRTC-built executor modules, the persistent kernel on a non-blocking stream, buffers
+ * through the stream-ordered allocator. device_proc.c runs it in a device process. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ static int cuda_open(mw_runtime *rt, const mw_runtime_desc *d) {
     return rc;
   }
   char nv[1024];
-  if ((rc = mw__nvrtc_load(nv, sizeof nv))) {
+  if (!mw__cuda_serving && (rc = mw__nvrtc_load(nv, sizeof nv))) {
     mw__rt_error(rt, "the cuda backend needs NVRTC: %s", nv);
     return rc;
   }
@@ -161,14 +162,16 @@ static int cuda_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
   return 0;
 }
 
-static int cuda_build(mw_runtime *rt, const char *source) {
-  cuda_be *be = rt->be;
-  int rc = cur(rt);
-  if (rc) return rc;
+int mw__cuda_serving;
+
+int mw__cuda_arch(mw_runtime *rt) { return ((cuda_be *)rt->be)->sm; }
+
+int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out, size_t *out_size) {
+  int rc;
   int nmaj = 0, nmin = 0;
   mw__nvrtc_version(&nmaj, &nmin);
   char arch[32], ver[32];
-  snprintf(arch, sizeof arch, "sm_%d", be->sm);
+  snprintf(arch, sizeof arch, "sm_%d", sm);
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
   const char *opts[] = {"-DMW_CUDA=1"};
   const void *parts[] = {"cuda-1", source, arch, ver, opts[0]};
@@ -179,7 +182,7 @@ static int cuda_build(mw_runtime *rt, const char *source) {
   if (mw__cache_get(key, "cubin", &image, &size) != 0) {
     int is_cubin = 0;
     char *log = NULL;
-    rc = mw__nvrtc_compile(source, "moonwarp.cu", be->sm, opts, 1, &image, &size, &is_cubin, &log);
+    rc = mw__nvrtc_compile(source, "moonwarp.cu", sm, opts, 1, &image, &size, &is_cubin, &log);
     if (rc) {
       mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
       free(log);
@@ -188,9 +191,39 @@ static int cuda_build(mw_runtime *rt, const char *source) {
     free(log);
     mw__cache_put(key, "cubin", image, size);
   }
+  *out = image;
+  if (out_size) *out_size = size;
+  return 0;
+}
+
+void mw__cuda_set_next_image(mw_runtime *rt, void *image) {
+  cuda_be *be = rt->be;
   free(be->next_image);
   be->next_image = image;
+}
+
+static int cuda_build(mw_runtime *rt, const char *source) {
+  void *image = NULL;
+  int rc = mw__cuda_build_image(rt, mw__cuda_arch(rt), source, &image, NULL);
+  if (!rc) mw__cuda_set_next_image(rt, image);
+  return rc;
+}
+
+int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev) {
+  if (cur(rt)) return MW_ECUDA;
+  CU(mw__cu.cuMemHostRegister(host, n, MW_CU_MEMHOSTALLOC_PORTABLE | MW_CU_MEMHOSTALLOC_DEVICEMAP),
+     "cuMemHostRegister");
+  mw_CUdeviceptr d = 0;
+  CU(mw__cu.cuMemHostGetDevicePointer(&d, host, 0), "cuMemHostGetDevicePointer");
+  *dev = d;
   return 0;
+}
+
+void mw__cuda_unregister_host(mw_runtime *rt, void *host) {
+  cuda_be *be = rt->be;
+  if (be->faulted) return;
+  mw__cu.cuCtxSetCurrent(be->ctx);
+  mw__cu.cuMemHostUnregister(host);
 }
 
 /* Loads the image of the last build (the executor has stopped): on failure the running module
@@ -279,7 +312,7 @@ static void cuda_abandon(mw_runtime *rt) {
   be->faulted = 1;
 }
 
-const mw__backend_ops mw__backend_cuda = {
+const mw__backend_ops mw__backend_cuda_local = {
     "cuda",      cuda_open, cuda_close, cuda_alloc_pinned, cuda_free_pinned, cuda_alloc,
     cuda_free,   cuda_h2d,  cuda_d2h,   cuda_build,        cuda_launch,      cuda_query,
     cuda_quiesce, cuda_abandon,

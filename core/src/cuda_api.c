@@ -43,6 +43,8 @@ static const struct {
     SYM(cuMemFreeAsync, "cuMemFreeAsync"),
     SYM(cuMemHostAlloc, "cuMemHostAlloc"),
     SYM(cuMemFreeHost, "cuMemFreeHost"),
+    SYM(cuMemHostRegister, "cuMemHostRegister_v2"),
+    SYM(cuMemHostUnregister, "cuMemHostUnregister"),
     SYM(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
     SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
     SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),

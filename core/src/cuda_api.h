@@ -134,6 +134,8 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuMemAllocAsync)(mw_CUdeviceptr *dptr, size_t bytes, mw_CUstream stream);
   mw_CUresult (*cuMemFreeAsync)(mw_CUdeviceptr dptr, mw_CUstream stream);
   mw_CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
+  mw_CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned int flags);
+  mw_CUresult (*cuMemHostUnregister)(void *p);
   mw_CUresult (*cuMemFreeHost)(void *p);
   mw_CUresult (*cuMemHostGetDevicePointer)(mw_CUdeviceptr *dptr, void *p, unsigned int flags);
   mw_CUresult (*cuMemcpyHtoD)(mw_CUdeviceptr dst, const void *src, size_t bytes);

@@ -45,7 +45,19 @@ typedef struct mw__backend_ops {
 } mw__backend_ops;
 
 extern const mw__backend_ops mw__backend_sim;
-extern const mw__backend_ops mw__backend_cuda;
+extern const mw__backend_ops mw__backend_cuda;       /* device_proc.c: in a device process */
+extern const mw__backend_ops mw__backend_cuda_local; /* backend_cuda.c: in this process */
+
+/* Parts of backend_cuda.c the device process and its proxy share (see device_proc.c). */
+extern int mw__cuda_serving; /* set in the device process: NVRTC stays with the library */
+int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in this process */
+int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
+int mw__cuda_arch(mw_runtime *rt); /* 90 for sm_90 */
+/* NVRTC (or the cache) to a cubin for sm; on MW_ECOMPILE the log is in rt->err. */
+int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **image, size_t *size);
+void mw__cuda_set_next_image(mw_runtime *rt, void *image); /* takes image (malloc'd) */
+int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev);
+void mw__cuda_unregister_host(mw_runtime *rt, void *host);
 
 typedef struct mw__hslot {
   uint32_t gen;
@@ -100,6 +112,7 @@ struct mw_runtime {
   int nprogs;
   uint32_t nkinds;
   mw_buffer *buffers;
+  struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
   int built, running, faulted;
   int abandoned; /* closed while a task still ran: device memory is left to it */
   double t_start;
@@ -110,6 +123,10 @@ struct mw_runtime {
 };
 
 void mw__rt_error(mw_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* trace.c: frees the trace state at close; device memory too when free_device (the executor has
+ * stopped) */
+void mw__trace_free(mw_runtime *rt, int free_device);
 
 /* compile cache and dump helpers used by the backends */
 void mw__dump_source(const char *source, const char *ext);

@@ -32,15 +32,24 @@ static uint32_t pow2_at_least(uint64_t n) {
   return (uint32_t)p;
 }
 
+/* The cuda backend runs in a device process (device_proc.c) unless MOONWARP_CUDA_INPROCESS=1
+ * asks for the driver in this process (for cuda-gdb; a device fault then ends CUDA for the
+ * whole process). */
+static const mw__backend_ops *cuda_ops(void) {
+  const char *e = getenv("MOONWARP_CUDA_INPROCESS");
+  return e && !strcmp(e, "1") ? &mw__backend_cuda_local : &mw__backend_cuda;
+}
+
 static const mw__backend_ops *pick_backend(const char *name, char *why, size_t whylen) {
   if (!name || !*name) name = getenv("MOONWARP_BACKEND");
   if (!name || !*name || !strcmp(name, "auto")) {
     /* auto: cuda where a device answers, else sim */
-    extern int mw__cuda_probe(char *err, size_t n);
-    if (mw__cuda_probe(why, whylen) == 0) return &mw__backend_cuda;
-    return &mw__backend_sim;
+    const mw__backend_ops *cu = cuda_ops();
+    int rc = cu == &mw__backend_cuda ? mw__cuda_probe_isolated(why, whylen)
+                                     : mw__cuda_probe(why, whylen);
+    return rc == 0 ? cu : &mw__backend_sim;
   }
-  if (!strcmp(name, "cuda")) return &mw__backend_cuda;
+  if (!strcmp(name, "cuda")) return cuda_ops();
   if (!strcmp(name, "sim")) return &mw__backend_sim;
   snprintf(why, whylen, "unknown backend '%s' (expected auto, cuda or sim)", name);
   return NULL;
@@ -232,7 +241,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops == &mw__backend_cuda ? claim_device(rt, d.device) : 0;
+  int rc = ops != &mw__backend_sim ? claim_device(rt, d.device) : 0;
   if (rc) {
     free(rt);
     return rc;
@@ -365,6 +374,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
   while (rt->buffers) mw_buffer_free(rt->buffers);
+  mw__trace_free(rt, rc != MW_ETIMEDOUT);
   for (int i = 0; i < rt->nprogs; ++i) {
     mw__parsed_free(&rt->progs[i]->parsed);
     free(rt->progs[i]);

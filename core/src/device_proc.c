@@ -1,0 +1,671 @@
+/* device_proc.c - the cuda backend as the library sees it: a device process per runtime that
+ * holds the CUDA context (so a device fault never poisons the host process), and the proxy ops
+ * that talk to it. The protocol is in device_link.h. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device_link.h"
+#include "internal.h"
+#include "jit.h"
+#include "util.h"
+
+/* How long the library waits for any one answer before it gives up on the device process. */
+#define LINK_TIMEOUT_MS 60000
+
+/* ---- socket helpers (both sides) ---------------------------------------------------------- */
+
+/* Waits until fd is ready for events, up to timeout_ms (-1: forever). 1 ready, 0 timed out. */
+static int wait_fd(int fd, short events, int timeout_ms) {
+  struct pollfd p = {fd, events, 0};
+  for (;;) {
+    int n = poll(&p, 1, timeout_ms);
+    if (n >= 0) return n > 0;
+    if (errno != EINTR) return 1; /* let the read or write report it */
+  }
+}
+
+static int send_all(int fd, const void *buf, size_t n, int timeout_ms) {
+  const char *p = buf;
+  while (n) {
+    if (!wait_fd(fd, POLLOUT, timeout_ms)) return MW_ETIMEDOUT;
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return MW_EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t n, int timeout_ms) {
+  char *p = buf;
+  while (n) {
+    if (!wait_fd(fd, POLLIN, timeout_ms)) return MW_ETIMEDOUT;
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return MW_EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static size_t page_round(size_t n) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  return (n + pg - 1) / pg * pg;
+}
+
+/* ---- the device process --------------------------------------------------------------------- */
+
+static int reply(int fd, int rc, const char *err, uint64_t a, uint64_t b, const void *data,
+                 size_t len) {
+  mw__rep r = {rc, 0, a, b, len};
+  size_t el = (rc && err) ? strlen(err) : 0;
+  r.errlen = (uint32_t)el;
+  if (send_all(fd, &r, sizeof r, -1) || (el && send_all(fd, err, el, -1)) ||
+      (len && send_all(fd, data, len, -1)))
+    return MW_EIO;
+  return 0;
+}
+
+/* Receives a request; for OP_PIN also the descriptor it carries. */
+static int recv_req(int fd, mw__req *q, int *passed) {
+  char ctl[CMSG_SPACE(sizeof(int))];
+  struct iovec io = {q, sizeof *q};
+  struct msghdr m = {0};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  *passed = -1;
+  ssize_t k;
+  do k = recvmsg(fd, &m, 0);
+  while (k < 0 && errno == EINTR);
+  if (k <= 0) return MW_EIO;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) memcpy(passed, CMSG_DATA(c), sizeof(int));
+  if ((size_t)k < sizeof *q) return recv_all(fd, (char *)q + k, sizeof *q - (size_t)k, -1);
+  return 0;
+}
+
+static void publish(mw__link_status *st, int state, const char *err) {
+  if (err) snprintf(st->err, sizeof st->err, "%.1000s", err);
+  atomic_store_explicit(&st->state, state, memory_order_release);
+}
+
+/* Serves requests on fd until OP_CLOSE or until the library goes away. Runs in the device
+ * process. */
+static int serve(int fd, mw__link_status *st) {
+  const mw__backend_ops *o = &mw__backend_cuda_local;
+  mw_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return 1;
+  rt->ops = o;
+  int opened = 0, running = 0;
+  for (;;) {
+    /* between requests: watch the executor while it runs */
+    if (!wait_fd(fd, POLLIN, running ? 0 : -1)) {
+      int q = o->query(rt);
+      if (q != 1) {
+        publish(st, q, q < 0 ? rt->err : NULL);
+        running = 0;
+        continue;
+      }
+      struct timespec ts = {0, MW_LINK_POLL_US * 1000L};
+      struct pollfd p = {fd, POLLIN, 0};
+      ppoll(&p, 1, &ts, NULL);
+      continue;
+    }
+    mw__req q;
+    int passed = -1;
+    if (recv_req(fd, &q, &passed)) break; /* the library has gone */
+    void *data = NULL;
+    if (q.len) {
+      data = malloc(q.len);
+      if (!data || recv_all(fd, data, q.len, -1)) break;
+    }
+    rt->err[0] = 0;
+    int rc = 0;
+    uint64_t a = 0, b = 0;
+    void *out = NULL;
+    size_t outlen = 0;
+    switch (q.op) {
+      case MW_OP_OPEN:
+        rt->desc.device = (int)q.a;
+        rt->desc.workers = (uint32_t)q.b;
+        rc = o->open(rt, &rt->desc);
+        opened = !rc;
+        a = rt->max_workers;
+        b = rt->nworkers | (opened ? (uint64_t)mw__cuda_arch(rt) << 32 : 0);
+        break;
+      case MW_OP_PIN: {
+        void *p = passed >= 0 ? mmap(NULL, q.a, PROT_READ | PROT_WRITE, MAP_SHARED, passed, 0)
+                              : MAP_FAILED;
+        if (p == MAP_FAILED) {
+          rc = MW_ENOMEM;
+          snprintf(rt->err, sizeof rt->err, "the device process cannot map shared memory: %s",
+                   strerror(errno));
+        } else if ((rc = mw__cuda_register_host(rt, p, q.a, &a))) {
+          munmap(p, q.a);
+        } else {
+          b = (uint64_t)(uintptr_t)p;
+        }
+        break;
+      }
+      case MW_OP_UNPIN:
+        mw__cuda_unregister_host(rt, (void *)(uintptr_t)q.a);
+        munmap((void *)(uintptr_t)q.a, q.b);
+        break;
+      case MW_OP_ALLOC: rc = o->alloc(rt, q.a, &a); break;
+      case MW_OP_FREE: o->free(rt, q.a); break;
+      case MW_OP_H2D: rc = o->h2d(rt, q.a, data, q.len); break;
+      case MW_OP_D2H:
+        out = malloc(q.b ? q.b : 1);
+        if (!out) rc = MW_ENOMEM;
+        else if (!(rc = o->d2h(rt, out, q.a, q.b))) outlen = q.b;
+        break;
+      case MW_OP_IMAGE:
+        mw__cuda_set_next_image(rt, data);
+        data = NULL;
+        break;
+      case MW_OP_LAUNCH:
+        rt->state_dev = q.a;
+        rt->nworkers = (uint32_t)q.b;
+        rt->state.nworkers = rt->nworkers;
+        rc = o->launch(rt);
+        if (!rc) {
+          running = 1;
+          publish(st, 1, NULL);
+        }
+        a = rt->nworkers;
+        break;
+      case MW_OP_CLOSE:
+        free(data);
+        if (opened) o->close(rt);
+        reply(fd, 0, NULL, 0, 0, NULL, 0);
+        return 0;
+      default:
+        rc = MW_EINVAL;
+        snprintf(rt->err, sizeof rt->err, "unknown request %u", q.op);
+    }
+    if (passed >= 0) close(passed);
+    free(data);
+    int sent = reply(fd, rc, rt->err, a, b, out, outlen);
+    free(out);
+    if (sent) break;
+  }
+  /* the library went away without OP_CLOSE: the context goes with this process */
+  return 0;
+}
+
+/* ---- the library's side --------------------------------------------------------------------- */
+
+typedef struct pinned {
+  void *host;
+  size_t size;
+  uint64_t token;
+  struct pinned *next;
+} pinned;
+
+typedef struct proxy {
+  pid_t pid;
+  int fd;
+  int sm;
+  int dead;     /* the device process is gone or no longer trusted */
+  int launched; /* an executor was launched since the last quiesce */
+  mw__link_status *st;
+  pinned *pins;
+} proxy;
+
+/* Device processes killed whose exit was not yet collected. */
+#define MAX_ZOMBIES 64
+static pid_t zombies[MAX_ZOMBIES];
+static int nzombies;
+
+static void reap_zombies(void) {
+  int j = 0;
+  for (int i = 0; i < nzombies; ++i)
+    if (waitpid(zombies[i], NULL, WNOHANG) == 0) zombies[j++] = zombies[i];
+  nzombies = j;
+}
+
+/* Waits up to timeout_s for the child to exit; else leaves it for reap_zombies. */
+static void collect(pid_t pid, double timeout_s) {
+  double end = mw__now() + timeout_s;
+  for (;;) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return;
+    if (mw__now() > end) break;
+    mw__sleep_ns(1000000);
+  }
+  if (nzombies < MAX_ZOMBIES) zombies[nzombies++] = pid;
+}
+
+/* Marks the device process unusable, kills it, and says why in rt->err. */
+static int lose(mw_runtime *rt, int rc, const char *what) {
+  proxy *px = rt->be;
+  if (!px->dead) {
+    px->dead = 1;
+    kill(px->pid, SIGKILL);
+    if (rc == MW_ETIMEDOUT)
+      mw__rt_error(rt, "the device process did not answer %s within %d s", what,
+                   LINK_TIMEOUT_MS / 1000);
+    else
+      mw__rt_error(rt, "the device process exited during %s", what);
+  }
+  return MW_EFAULT;
+}
+
+/* One request and its reply. payload/out may be NULL. Returns the child's code (its message in
+ * rt->err) or MW_EFAULT when the link broke. */
+static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd,
+                mw__rep *rep, void *out, size_t outcap) {
+  proxy *px = rt->be;
+  if (px->dead) {
+    mw__rt_error(rt, "the device process is gone (%s)", what);
+    return MW_EFAULT;
+  }
+  int rc;
+  if (pass_fd >= 0) {
+    char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    struct iovec io = {&q, sizeof q};
+    struct msghdr m = {0};
+    m.msg_iov = &io;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    ssize_t k;
+    do k = sendmsg(px->fd, &m, MSG_NOSIGNAL);
+    while (k < 0 && errno == EINTR);
+    rc = k == (ssize_t)sizeof q ? 0 : MW_EIO;
+  } else {
+    rc = send_all(px->fd, &q, sizeof q, LINK_TIMEOUT_MS);
+  }
+  if (!rc && q.len) rc = send_all(px->fd, payload, q.len, LINK_TIMEOUT_MS);
+  mw__rep r;
+  if (!rc) rc = recv_all(px->fd, &r, sizeof r, LINK_TIMEOUT_MS);
+  if (!rc && r.errlen) {
+    char *msg = malloc(r.errlen + 1);
+    if (!msg) return lose(rt, MW_EIO, what);
+    rc = recv_all(px->fd, msg, r.errlen, LINK_TIMEOUT_MS);
+    if (!rc) {
+      msg[r.errlen] = 0;
+      snprintf(rt->err, sizeof rt->err, "%s", msg);
+    }
+    free(msg);
+  }
+  if (!rc && r.len) rc = r.len <= outcap ? recv_all(px->fd, out, r.len, LINK_TIMEOUT_MS) : MW_EIO;
+  if (rc) return lose(rt, rc, what);
+  if (rep) *rep = r;
+  if (r.rc) mw__set_error_str(rt->err);
+  return r.rc;
+}
+
+/* ---- starting a device process ----------------------------------------------------------- */
+
+/* The device process is a fresh program, moonwarp-device, installed next to the library: a
+ * forked copy of this process would not do, because NVRTC loads the driver into this process
+ * when it compiles, and the driver refuses to initialise in a child forked after that. Found
+ * at $MOONWARP_DEVICE_PROCESS, else beside the shared object holding this code (libmoonwarp.so
+ * or the Lua module), else one or two folders up (the build tree). */
+static const char *device_program(void) {
+  static char path[4096];
+  static int done;
+  if (done) return path[0] ? path : NULL;
+  done = 1;
+  const char *env = getenv("MOONWARP_DEVICE_PROCESS");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+  Dl_info info;
+  if (!dladdr((void *)&device_program, &info) || !info.dli_fname) return NULL;
+  char dir[4000];
+  snprintf(dir, sizeof dir, "%s", info.dli_fname);
+  for (int up = 0; up < 3; ++up) {
+    char *slash = strrchr(dir, '/');
+    if (!slash) break;
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/moonwarp-device", dir);
+    if (access(path, X_OK) == 0) return path;
+  }
+  path[0] = 0;
+  return NULL;
+}
+
+/* Entry of the device process: `moonwarp-device serve` (socket on fd 3, status page on fd 4) or
+ * `moonwarp-device probe` (writes the probe's code and message to fd 3). */
+int mw__device_main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "moonwarp-device: started by the moonwarp library, not by hand\n");
+    return 2;
+  }
+  signal(SIGINT, SIG_IGN); /* the library's process decides what ^C means */
+  signal(SIGPIPE, SIG_IGN);
+  mw__cuda_serving = 1;
+  if (!strcmp(argv[1], "probe")) {
+    char m[1024] = "";
+    int r = mw__cuda_probe(m, sizeof m);
+    if (write(3, &r, sizeof r) < 0 || write(3, m, strlen(m)) < 0) return 1;
+    return 0;
+  }
+  if (!strcmp(argv[1], "serve")) {
+    mw__link_status *st =
+        mmap(NULL, sizeof *st, PROT_READ | PROT_WRITE, MAP_SHARED, 4, 0);
+    if (st == MAP_FAILED) return 1;
+    close(4);
+    return serve(3, st);
+  }
+  return 2;
+}
+
+/* Forks the device process with fd3 and fd4 (or -1) as its descriptors 3 and 4. It dies with
+ * this process. Returns the pid, or -1 with errno. */
+static pid_t spawn_device(const char *mode, int fd3, int fd4) {
+  const char *prog = device_program();
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  /* descriptors 3 and 4, through spare numbers so neither overwrites the other */
+  int a = fcntl(fd3, F_DUPFD, 10), b = fd4 >= 0 ? fcntl(fd4, F_DUPFD, 10) : -1;
+  if (a < 0 || dup2(a, 3) < 0 || (b >= 0 && dup2(b, 4) < 0)) _exit(1);
+  for (int i = 5; i < 1024; ++i) close(i);
+  char *argv[] = {(char *)"moonwarp-device", (char *)mode, NULL};
+  if (prog) {
+    execv(prog, argv);
+    _exit(127);
+  }
+  /* no program found: serve from this fork (fine unless NVRTC already ran in the parent) */
+  _exit(mw__device_main(2, argv));
+}
+
+static int start_child(mw_runtime *rt, proxy *px) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+    mw__rt_error(rt, "socketpair: %s", strerror(errno));
+    return MW_EIO;
+  }
+  int sfd = memfd_create("moonwarp-status", MFD_CLOEXEC);
+  if (sfd < 0 || ftruncate(sfd, (off_t)page_round(sizeof *px->st)) ||
+      (px->st = mmap(NULL, sizeof *px->st, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0)) ==
+          MAP_FAILED) {
+    px->st = NULL;
+    mw__rt_error(rt, "shared memory for the device process: %s", strerror(errno));
+    if (sfd >= 0) close(sfd);
+    close(sv[0]);
+    close(sv[1]);
+    return MW_ENOMEM;
+  }
+  atomic_store(&px->st->state, 0);
+  reap_zombies();
+  pid_t pid = spawn_device("serve", sv[1], sfd);
+  int err = errno;
+  close(sv[1]);
+  close(sfd);
+  if (pid < 0) {
+    close(sv[0]);
+    mw__rt_error(rt, "fork: %s", strerror(err));
+    return MW_ENOMEM;
+  }
+  px->pid = pid;
+  px->fd = sv[0];
+  return 0;
+}
+
+static int proxy_open(mw_runtime *rt, const mw_runtime_desc *d) {
+  char nv[1024];
+  int rc = mw__nvrtc_load(nv, sizeof nv);
+  if (rc) {
+    mw__rt_error(rt, "the cuda backend needs NVRTC: %s", nv);
+    return rc;
+  }
+  proxy *px = calloc(1, sizeof *px);
+  if (!px) return MW_ENOMEM;
+  px->fd = -1;
+  rt->be = px;
+  if ((rc = start_child(rt, px))) return rc;
+  mw__req q = {MW_OP_OPEN, 0, (uint64_t)d->device, d->workers, 0};
+  mw__rep r;
+  if ((rc = call(rt, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
+  rt->max_workers = (uint32_t)r.a;
+  rt->nworkers = (uint32_t)r.b;
+  px->sm = (int)(r.b >> 32);
+  return 0;
+}
+
+static void proxy_close(mw_runtime *rt) {
+  proxy *px = rt->be;
+  if (!px) return;
+  if (px->pid > 0) {
+    if (!px->dead) {
+      mw__req q = {MW_OP_CLOSE, 0, 0, 0, 0};
+      call(rt, "closing the device", q, NULL, -1, NULL, NULL, 0);
+    }
+    close(px->fd);
+    collect(px->pid, px->dead ? 10.0 : 30.0);
+  }
+  for (pinned *p = px->pins, *n; p; p = n) {
+    n = p->next;
+    munmap(p->host, p->size);
+    free(p);
+  }
+  if (px->st) munmap(px->st, sizeof *px->st);
+  free(px);
+  rt->be = NULL;
+}
+
+static int proxy_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
+  proxy *px = rt->be;
+  size_t size = page_round(n);
+  pinned *p = calloc(1, sizeof *p);
+  int fd = memfd_create("moonwarp-pinned", MFD_CLOEXEC);
+  if (!p || fd < 0 || ftruncate(fd, (off_t)size)) {
+    mw__rt_error(rt, "shared memory for the device: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    free(p);
+    return MW_ENOMEM;
+  }
+  p->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p->host == MAP_FAILED) {
+    mw__rt_error(rt, "mmap: %s", strerror(errno));
+    close(fd);
+    free(p);
+    return MW_ENOMEM;
+  }
+  p->size = size;
+  mw__req q = {MW_OP_PIN, 0, size, 0, 0};
+  mw__rep r;
+  int rc = call(rt, "pinning shared memory", q, NULL, fd, &r, NULL, 0);
+  close(fd);
+  if (rc) {
+    munmap(p->host, size);
+    free(p);
+    return rc;
+  }
+  p->token = r.b;
+  p->next = px->pins;
+  px->pins = p;
+  *host = p->host;
+  *dev = r.a;
+  return 0;
+}
+
+static void proxy_free_pinned(mw_runtime *rt, void *host) {
+  proxy *px = rt->be;
+  for (pinned **pp = &px->pins; *pp; pp = &(*pp)->next) {
+    pinned *p = *pp;
+    if (p->host != host) continue;
+    if (!px->dead) {
+      mw__req q = {MW_OP_UNPIN, 0, p->token, p->size, 0};
+      call(rt, "unpinning shared memory", q, NULL, -1, NULL, NULL, 0);
+    }
+    munmap(p->host, p->size);
+    *pp = p->next;
+    free(p);
+    return;
+  }
+}
+
+static int proxy_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
+  mw__req q = {MW_OP_ALLOC, 0, n, 0, 0};
+  mw__rep r;
+  int rc = call(rt, "allocating device memory", q, NULL, -1, &r, NULL, 0);
+  if (!rc) *dev = r.a;
+  return rc;
+}
+
+static void proxy_free(mw_runtime *rt, uint64_t dev) {
+  proxy *px = rt->be;
+  if (px->dead) return;
+  mw__req q = {MW_OP_FREE, 0, dev, 0, 0};
+  call(rt, "freeing device memory", q, NULL, -1, NULL, NULL, 0);
+}
+
+static int proxy_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
+  mw__req q = {MW_OP_H2D, 0, dst, 0, n};
+  return call(rt, "a copy to the device", q, src, -1, NULL, NULL, 0);
+}
+
+static int proxy_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
+  mw__req q = {MW_OP_D2H, 0, src, n, 0};
+  return call(rt, "a copy from the device", q, NULL, -1, NULL, dst, n);
+}
+
+/* NVRTC runs here, in the library's process (it needs no driver); the child gets the cubin. */
+static int proxy_build(mw_runtime *rt, const char *source) {
+  proxy *px = rt->be;
+  void *image = NULL;
+  size_t size = 0;
+  int rc = mw__cuda_build_image(rt, px->sm, source, &image, &size);
+  if (rc) return rc;
+  mw__req q = {MW_OP_IMAGE, 0, 0, 0, size};
+  rc = call(rt, "handing over the executor image", q, image, -1, NULL, NULL, 0);
+  free(image);
+  return rc;
+}
+
+static int proxy_launch(mw_runtime *rt) {
+  proxy *px = rt->be;
+  mw__req q = {MW_OP_LAUNCH, 0, rt->state_dev, rt->nworkers, 0};
+  mw__rep r;
+  int rc = call(rt, "launching the executor", q, NULL, -1, &r, NULL, 0);
+  if (rc) return rc;
+  px->launched = 1;
+  rt->nworkers = (uint32_t)r.a;
+  rt->state.nworkers = rt->nworkers;
+  return 0;
+}
+
+static int proxy_query(mw_runtime *rt) {
+  proxy *px = rt->be;
+  if (!px->dead) {
+    int status;
+    pid_t r = waitpid(px->pid, &status, WNOHANG);
+    if (r == px->pid) {
+      px->dead = 1;
+      px->pid = -1;
+      if (WIFSIGNALED(status))
+        mw__rt_error(rt, "the device process was killed by signal %d", WTERMSIG(status));
+      else
+        mw__rt_error(rt, "the device process exited with status %d", WEXITSTATUS(status));
+      return MW_EFAULT;
+    }
+  } else {
+    if (!rt->err[0]) mw__rt_error(rt, "the device process is gone");
+    return MW_EFAULT;
+  }
+  int s = atomic_load_explicit(&px->st->state, memory_order_acquire);
+  if (s < 0) {
+    snprintf(rt->err, sizeof rt->err, "%s", px->st->err);
+    return s;
+  }
+  return s;
+}
+
+static int proxy_quiesce(mw_runtime *rt, double deadline) {
+  double end = mw__now() + deadline;
+  for (;;) {
+    int q = proxy_query(rt);
+    if (q <= 0) return 0;
+    if (mw__now() > end) return MW_ETIMEDOUT;
+    mw__sleep_ns(MW_LINK_POLL_US * 500L);
+  }
+}
+
+/* A kernel that never returns cannot be preempted: the device process is killed, and the driver
+ * frees its context with it. */
+static void proxy_abandon(mw_runtime *rt) {
+  proxy *px = rt->be;
+  if (px->dead) return;
+  px->dead = 1;
+  kill(px->pid, SIGKILL);
+}
+
+const mw__backend_ops mw__backend_cuda = {
+    "cuda",        proxy_open, proxy_close, proxy_alloc_pinned, proxy_free_pinned, proxy_alloc,
+    proxy_free,    proxy_h2d,  proxy_d2h,   proxy_build,        proxy_launch,      proxy_query,
+    proxy_quiesce, proxy_abandon,
+};
+
+/* ---- probing without touching the driver here ----------------------------------------------- */
+
+/* Whether a cuda device answers, asked in a short-lived device process so that this process
+ * never initialises the driver. Remembered. */
+int mw__cuda_probe_isolated(char *err, size_t n) {
+  static int done, rc;
+  static char msg[1024];
+  if (done) {
+    snprintf(err, n, "%s", msg);
+    return rc;
+  }
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC)) return MW_EIO;
+  pid_t pid = spawn_device("probe", pfd[1], -1);
+  close(pfd[1]);
+  int r = MW_ENODEV;
+  char m[1024] = "the cuda probe failed";
+  if (pid > 0) {
+    size_t got = 0;
+    ssize_t k;
+    char buf[sizeof r + sizeof m];
+    while (got < sizeof buf - 1 && (k = read(pfd[0], buf + got, sizeof buf - 1 - got)) != 0) {
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) break;
+      got += (size_t)k;
+    }
+    if (got >= sizeof r) {
+      memcpy(&r, buf, sizeof r);
+      size_t ml = got - sizeof r;
+      memcpy(m, buf + sizeof r, ml);
+      m[ml] = 0;
+    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close(pfd[0]);
+  rc = r;
+  snprintf(msg, sizeof msg, "%s", m);
+  done = 1;
+  snprintf(err, n, "%s", msg);
+  return rc;
+}
