@@ -207,9 +207,18 @@ support.each_backend(function(backend)
     assert.equals("task 'waiter' " .. CANCELLED, err)
     assert.equals("cancelled", w:state())
     assert.equals("pending", holds[1]:state()) -- the awaited task was not touched
+    -- and it is free for another awaiter at once
+    local cell2 = rt:buffer("int32", 2)
+    cell2:write { 0, 0 }
+    local w2 = prog.waiter(holds[1], cell2)
+    wait_for("the second waiter to start", function() return cell2:read()[1] == 1 end)
+    mw.run(0.05)
+    assert.equals("pending", w2:state())
     flag:write { 1 }
     assert.equals(1, holds[1]:await(30))
+    assert.equals(1, w2:await(30))
     assert.same({ 1, 0 }, cell:read())
+    assert.same({ 1, 1 }, cell2:read())
     assert.equals(1, counts("waiter").cancelled - before.cancelled)
     idle_and_balanced()
   end)

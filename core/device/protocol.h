@@ -162,8 +162,11 @@ enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR
  *   runnable; a result with COUNT zero and DONE set frees the frame; anything else does
  *   nothing (more to come, the task is registering, or a canceller woke it).
  * Finish: a task whose join has WOKEN may still have registrations outstanding (it was woken
- *   while suspended): it sets DONE with atomicOr and frees the frame only if COUNT was zero.
- *   A task without WOKEN has COUNT zero and frees its frame at once. */
+ *   while suspended). It takes back the first one (await_f[1], recorded when registering) with
+ *   a CAS of that slot's ctl from (gen, its waiter word) to the same without waiter, and on
+ *   success subtracts 1 from COUNT itself (that future's completion will not). Then it sets
+ *   DONE with atomicOr and frees the frame only if COUNT was zero. A task without WOKEN has
+ *   COUNT zero and frees its frame at once. */
 #define MW_JOIN_COUNT 0x00ffffffu
 #define MW_JOIN_HOLD 0x01000000u
 #define MW_JOIN_WOKEN 0x02000000u
@@ -176,7 +179,8 @@ typedef struct mw_frame_hdr {
   mw_u64 join;     /* epoch << 32 | MW_JOIN_* bits, see above */
   mw_u32 flags;    /* enum mw_frame_flags */
   mw_u32 children; /* first owned child slot (index + 1), 0 = none */
-  mw_u64 await_f[2]; /* the first futures of the current await, re-checked for failure on wake */
+  mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale, 2: another
+                      * waiter); [1] the first future it registered on */
   /* bulk: n instances share this frame; each queue entry holds one reference */
   mw_u32 bulk_n;
   mw_u32 bulk_next; /* next index to claim (atomicAdd; atomicExch to n when cancelled) */

@@ -270,9 +270,25 @@ __device__ mw_u64 mw_frame_open(mw_state *st, mw_u32 f) {
   return (ep << 32) | (mw_u64)(f + 1);
 }
 
-/* Gives the running task's frame back (protocol.h, join: Finish). Lane 0. */
+/* Gives the running task's frame back (protocol.h, join: Finish). A task a canceller woke
+ * first takes back its first registration if that future is still pending, so the future is
+ * free for another awaiter at once. Lane 0. */
 __device__ void mw_frame_release(mw_ctx *c, mw_frame_hdr *h, mw_u32 f) {
   if ((mw_u32)mw_ld64(&h->join) & MW_JOIN_WOKEN) {
+    mw_u64 fh = h->await_f[1];
+    if (fh) {
+      mw_slot *sl = &c->st->slots[MW_FUT_SLOT(fh)];
+      for (;;) {
+        mw_u64 old = mw_ld64(&sl->ctl);
+        mw_u32 w = (mw_u32)old;
+        if ((mw_u32)(old >> 32) != MW_FUT_GEN(fh) || w == MW_CTL_CLOSED || (w & MW_CTL_WAITER) != f + 1)
+          break; /* completed: its completion counts itself off */
+        if (mw_cas64(&sl->ctl, old, old & ~(mw_u64)MW_CTL_WAITER) == old) {
+          mw_add64(&h->join, ~0ull); /* the registration its completion would have counted off */
+          break;
+        }
+      }
+    }
     MW_FENCE();
     if ((mw_u32)mw_or64(&h->join, MW_JOIN_DONE) & MW_JOIN_COUNT) return; /* the last completion frees it */
   }
@@ -608,7 +624,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
     mw_state *st = c->st;
     mw_frame_hdr *h = c->hdr;
     mw_u32 me = c->frame + 1, done = 0;
-    h->await_f[0] = 0;
+    h->await_f[0] = h->await_f[1] = 0;
     mw_u64 ep = mw_ld64(&h->join) & 0xffffffff00000000ull;
     mw_st64(&h->join, ep | (MW_JOIN_HOLD + n));
     /* the frame (locals, resume point, join) before any registration, and join before reading
@@ -645,7 +661,10 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
         bool unstarted = og + 1u == g && w == MW_CTL_CLOSED;
         if (pending || unstarted) {
           mw_u64 nv = ((mw_u64)g << 32) | (pending ? (w & MW_CTL_CANCEL) : 0u) | me;
-          if (mw_cas64(&sl->ctl, old, nv) == old) break;
+          if (mw_cas64(&sl->ctl, old, nv) == old) {
+            if (!h->await_f[1]) h->await_f[1] = fh; /* the first registration, see finish */
+            break;
+          }
           continue;
         }
         /* stale handle, or another task already waits on it */
