@@ -55,13 +55,13 @@ fi
 if want sanitize; then
   # memcheck and racecheck follow the device process (--target-processes all); the fault and
   # hang specs are left out: they fault on purpose or are killed
-  for tool in memcheck racecheck; do
+  for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     step "compute-sanitizer $tool"
-    MW_SPEC_TRACE=1 timeout 240 compute-sanitizer --tool $tool --target-processes all --print-limit 20 \
-      luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
-      spec/api_spec.lua spec/executor_spec.lua spec/property_spec.lua spec/async_spec.lua \
-      >"$out/$tool.txt" 2>&1
+    MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
+      --print-limit 20 luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
+      ${SAN_SPECS:-spec/api_spec.lua spec/property_spec.lua spec/cancel_spec.lua} >"$out/$tool.txt" 2>&1
     echo "exit status: $?"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/$tool.txt" | sort | uniq -c
+    grep -E "^(failure|error): " "$out/$tool.txt" | head -5
   done
 fi
