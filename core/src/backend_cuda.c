@@ -29,6 +29,11 @@ typedef struct cuda_be {
   void *next_image; /* built, loaded at the next launch: loading a module waits for a running kernel */
   int sm, nsm;
   int faulted;
+  int running; /* launched, and not yet seen to exit */
+  /* buffers freed while the executor ran: cuMemFree would wait for it, so they wait here for
+   * the next stop, and an allocation that fits takes one of them first */
+  struct retired { mw_CUdeviceptr p; size_t size; } *retired;
+  int nretired, capretired;
 } cuda_be;
 
 #define CU(call, what)                                                          \
@@ -102,6 +107,7 @@ static void cuda_close(mw_runtime *rt) {
   cuda_be *be = rt->be;
   if (!be) return;
   free(be->next_image);
+  free(be->retired); /* their memory goes with the context */
   if (be->ctx) {
     mw__cu.cuCtxSetCurrent(be->ctx);
     mw__cu.cuCtxDestroy(be->ctx); /* frees modules, streams and memory of the context */
@@ -128,13 +134,45 @@ static void cuda_free_pinned(mw_runtime *rt, void *host) {
   mw__cu.cuMemFreeHost(host);
 }
 
-/* Stream-ordered allocation on the aux stream: returns while the executor runs. */
+/* Plain cuMemAlloc, which returns while the executor runs (the stream-ordered allocator would
+ * do too, but memory it hands out after the executor's launch is, by its rules, not ordered
+ * before the executor's accesses, and compute-sanitizer reports every one of them). */
+static void release_retired(cuda_be *be) {
+  for (int i = 0; i < be->nretired; ++i) mw__cu.cuMemFree(be->retired[i].p);
+  be->nretired = 0;
+}
+
 static int cuda_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
   cuda_be *be = rt->be;
   if (cur(rt)) return MW_ECUDA;
+  int best = -1;
+  for (int i = 0; i < be->nretired; ++i) /* the smallest that fits, wasting at most half */
+    if (be->retired[i].size >= n && be->retired[i].size / 2 <= n &&
+        (best < 0 || be->retired[i].size < be->retired[best].size))
+      best = i;
+  if (best >= 0) {
+    *dev = be->retired[best].p;
+    be->retired[best] = be->retired[--be->nretired];
+    return 0;
+  }
   mw_CUdeviceptr d = 0;
-  CU(mw__cu.cuMemAllocAsync(&d, n, be->aux), "cuMemAllocAsync");
-  CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
+  mw_CUresult r = mw__cu.cuMemAlloc(&d, n ? n : 1);
+  if (r != MW_CUDA_SUCCESS && be->nretired && !be->running) {
+    release_retired(be);
+    r = mw__cu.cuMemAlloc(&d, n ? n : 1);
+  }
+  if (r != MW_CUDA_SUCCESS) {
+    int rc = mw__cuda_error(r, "cuMemAlloc", rt->err, sizeof rt->err);
+    if (be->nretired) {
+      size_t held = 0;
+      for (int i = 0; i < be->nretired; ++i) held += be->retired[i].size;
+      size_t len = strlen(rt->err);
+      snprintf(rt->err + len, sizeof rt->err - len,
+               " (%.1f MB of closed buffers return to the device when the executor next stops)",
+               held / 1048576.0);
+    }
+    return rc;
+  }
   *dev = d;
   return 0;
 }
@@ -143,7 +181,23 @@ static void cuda_free(mw_runtime *rt, uint64_t dev) {
   cuda_be *be = rt->be;
   if (be->faulted) return;
   mw__cu.cuCtxSetCurrent(be->ctx);
-  mw__cu.cuMemFreeAsync(dev, be->aux);
+  if (!be->running) {
+    mw__cu.cuMemFree(dev);
+    return;
+  }
+  mw_CUdeviceptr base = 0;
+  size_t size = 0;
+  if (mw__cu.cuMemGetAddressRange(&base, &size, dev) != MW_CUDA_SUCCESS) return;
+  if (be->nretired == be->capretired) {
+    int cap = be->capretired ? 2 * be->capretired : 16;
+    struct retired *r = realloc(be->retired, sizeof *r * (size_t)cap);
+    if (!r) return; /* kept until the context goes */
+    be->retired = r;
+    be->capretired = cap;
+  }
+  be->retired[be->nretired].p = dev;
+  be->retired[be->nretired].size = size;
+  be->nretired++;
 }
 
 static int cuda_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
@@ -275,11 +329,13 @@ static int cuda_launch(mw_runtime *rt) {
   if (rc) return rc;
   if (be->next_image && (rc = load_next(rt))) return rc;
   if (!be->fn) return MW_EINVAL;
+  release_retired(be); /* nothing runs now */
   unsigned grid = (rt->nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
   uint64_t st = rt->state_dev;
   void *params[] = {&st};
   CU(mw__cu.cuLaunchKernel(be->fn, grid, 1, 1, BLOCK_THREADS, 1, 1, 0, be->exec, params, NULL),
      "cuLaunchKernel");
+  be->running = 1;
   return 0;
 }
 
@@ -288,8 +344,9 @@ static int cuda_query(mw_runtime *rt) {
   if (be->faulted) return MW_EFAULT;
   mw__cu.cuCtxSetCurrent(be->ctx);
   mw_CUresult r = mw__cu.cuStreamQuery(be->exec);
-  if (r == MW_CUDA_SUCCESS) return 0;
   if (r == MW_CUDA_ERROR_NOT_READY) return 1;
+  be->running = 0;
+  if (r == MW_CUDA_SUCCESS) return 0;
   be->faulted = 1;
   mw__cuda_error(r, "the executor", rt->err, sizeof rt->err);
   return MW_EFAULT;

@@ -41,6 +41,7 @@ static const struct {
     SYM(cuMemFree, "cuMemFree_v2"),
     SYM(cuMemAllocAsync, "cuMemAllocAsync"),
     SYM(cuMemFreeAsync, "cuMemFreeAsync"),
+    SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
     SYM(cuMemHostAlloc, "cuMemHostAlloc"),
     SYM(cuMemFreeHost, "cuMemFreeHost"),
     SYM(cuMemHostRegister, "cuMemHostRegister_v2"),

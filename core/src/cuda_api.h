@@ -134,6 +134,7 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuMemAllocAsync)(mw_CUdeviceptr *dptr, size_t bytes, mw_CUstream stream);
   mw_CUresult (*cuMemFreeAsync)(mw_CUdeviceptr dptr, mw_CUstream stream);
   mw_CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
+  mw_CUresult (*cuMemGetAddressRange)(mw_CUdeviceptr *base, size_t *size, mw_CUdeviceptr p);
   mw_CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned int flags);
   mw_CUresult (*cuMemHostUnregister)(void *p);
   mw_CUresult (*cuMemFreeHost)(void *p);
