@@ -54,10 +54,11 @@ if want soak; then
 fi
 if want sanitize; then
   # memcheck and racecheck follow the device process (--target-processes all); the fault and
-  # hang specs are left out: they fault on purpose or are killed
+  # hang specs are left out: they fault on purpose or are killed. memcheck knows only the
+  # allocations made before a launch: the executor is relaunched after each new buffer
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     step "compute-sanitizer $tool"
-    MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
+    MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
       --print-limit 20 luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
       ${SAN_SPECS:-spec/api_spec.lua spec/property_spec.lua spec/cancel_spec.lua} >"$out/$tool.txt" 2>&1
     echo "exit status: $?"
