@@ -649,6 +649,27 @@ static int marshal(mw_runtime *rt, const mw__task *t, const mw_value *args, int 
   return 0;
 }
 
+/* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
+ * requests). Returns the cell, or NULL with *rc set. */
+static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
+  uint64_t tk = rt->inbox_tail;
+  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
+  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
+  unsigned spins = 0;
+  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
+    mw_runtime_poll(rt);
+    if ((*rc = check_alive(rt))) return NULL;
+    if (mw__now() >= end) {
+      mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
+                       "exhausted?)");
+      *rc = MW_ECAPACITY;
+      return NULL;
+    }
+    backoff(rt, &spins);
+  }
+  return cell;
+}
+
 static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
                         const mw_value *args, int nargs, double timeout_s, mw_future *out) {
   *out = 0;
@@ -671,21 +692,10 @@ static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t 
   mw__hslot *h = &rt->hs[s];
   /* the inbox cell for our ticket must be free */
   uint64_t tk = rt->inbox_tail;
-  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
-  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
-  unsigned spins = 0;
-  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
-    mw_runtime_poll(rt);
-    if ((rc = check_alive(rt)) || mw__now() >= end) {
-      if (!rc) {
-        mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
-                         "exhausted?)");
-        rc = MW_ECAPACITY;
-      }
-      rt->hfree[rt->nhfree++] = s;
-      return rc;
-    }
-    backoff(rt, &spins);
+  mw_inbox_cell *cell = inbox_cell(rt, timeout_s, &rc);
+  if (!cell) {
+    rt->hfree[rt->nhfree++] = s;
+    return rc;
   }
   h->gen++;
   if (h->gen == 0) h->gen = 1;
@@ -760,26 +770,6 @@ MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_res
   }
 }
 
-/* Waits up to timeout_s for the inbox cell of the next ticket to be free (as a spawn does).
- * Returns the cell, or NULL with *rc set. */
-static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
-  uint64_t tk = rt->inbox_tail;
-  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
-  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
-  unsigned spins = 0;
-  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
-    mw_runtime_poll(rt);
-    if ((*rc = check_alive(rt))) return NULL;
-    if (mw__now() >= end) {
-      mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
-                       "exhausted?)");
-      *rc = MW_ECAPACITY;
-      return NULL;
-    }
-    backoff(rt, &spins);
-  }
-  return cell;
-}
 
 MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
   if (!rt) return MW_EINVAL;
