@@ -72,14 +72,15 @@ mw_have() {
 }
 
 # Installs the missing packages with apt-get when running as root; otherwise names them and
-# fails. luarocks is needed only by spec/rocks_spec.lua, so its absence alone is not fatal.
+# fails. luarocks is needed only by spec/rocks_spec.lua and clang only by the parser's fuzz target
+# (scripts/fuzz.sh), so their absence alone is not fatal.
 mw_ensure_packages() {
-  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks libsodium-dev libboost-context-dev"
+  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks clang libsodium-dev libboost-context-dev"
   local missing="" required="" p
   for p in $pkgs; do
     if ! mw_have "$p"; then
       missing="$missing $p"
-      [ "$p" = luarocks ] || required="$required $p"
+      [ "$p" = luarocks ] || [ "$p" = clang ] || required="$required $p"
     fi
   done
   [ -z "$missing" ] && return 0
@@ -96,7 +97,7 @@ mw_ensure_packages() {
     mw_log "install them (as root): apt-get install$required"
     return 1
   fi
-  mw_log "note: luarocks is missing; spec/rocks_spec.lua will be skipped"
+  mw_log "note: missing$missing; spec/rocks_spec.lua (luarocks) or the fuzz target (clang) will be skipped"
   return 0
 }
 

@@ -26,3 +26,18 @@ describe("C tests", function()
     end)
   end
 end)
+
+describe("the parser's fuzz target", function()
+  local has_clang = support.run("command -v clang") == 0
+  if not has_clang then
+    pending("fuzz_parse: skipped, clang is not installed (scripts/fuzz.sh needs it)")
+    return
+  end
+  it("takes 20000 inputs grown from spec/fuzz_seeds without a crash, leak or UB", function()
+    local seed = tonumber(os.getenv("MW_FUZZ_SEED")) or 20261202
+    local status, out = support.run("bash scripts/fuzz.sh 20000 " .. seed)
+    assert.equals(0, status, out)
+    assert.truthy(out:find("Done 20000 runs", 1, true), out)
+    print(("  [fuzz_parse: 20000 runs from seed %d]"):format(seed))
+  end)
+end)

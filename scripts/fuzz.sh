@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# fuzz.sh - builds the parser's libFuzzer target (nvrtc/fuzz_parse.c) with clang and runs it from
+# the seeds in spec/fuzz_seeds for a bounded number of inputs; exits non-zero on a crash, a leak
+# or undefined behaviour, leaving the input that caused it in build-fuzz/.
+#   bash scripts/fuzz.sh [runs [seed]]     (defaults: 20000, 1)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+runs=${1:-20000}
+seed=${2:-1}
+command -v clang >/dev/null || { echo "fuzz.sh: clang is not installed" >&2; exit 2; }
+[ -f build/embedded.c ] || { echo "fuzz.sh: build first (bash scripts/test.sh builds build/)" >&2; exit 2; }
+mkdir -p build-fuzz
+bin=build-fuzz/fuzz_parse
+if [ ! -x "$bin" ] || [ -n "$(find nvrtc core/src/util.c build/embedded.c -newer "$bin" -name '*.[ch]' 2>/dev/null | head -1)" ]; then
+  clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \
+    -DMW_BUILDING -Icore/include -Icore/src -Invrtc -Icore/device \
+    nvrtc/fuzz_parse.c nvrtc/parse.c nvrtc/generate.c core/src/util.c build/embedded.c -o "$bin"
+fi
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+cp spec/fuzz_seeds/* "$corpus"/
+status=0
+"$bin" -runs="$runs" -seed="$seed" -max_len=4096 -artifact_prefix=build-fuzz/ "$corpus" \
+  >build-fuzz/last.log 2>&1 || status=$?
+grep -E "INFO: Seed|Done|ERROR|SUMMARY|artifact|runtime error" build-fuzz/last.log || true
+echo "fuzz_parse: $runs runs from seed $seed, exit status $status"
+exit "$status"
