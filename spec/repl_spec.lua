@@ -45,6 +45,8 @@ describe("the moonwarp REPL #sim", function()
     assert.truthy(out:find("  long fib(int n)\n", 1, true), out)
     assert.truthy(out:find("completed%s+%d+"), out)
     assert.truthy(out:find("in_flight%s+0"), out)
+    -- per kind: fib(10) is 177 tasks, all completed
+    assert.truthy(out:find("\n  fib%s+177%s+177%s+0%s+0\n"), out)
   end)
 
   it("continues an incomplete chunk and reports errors without leaving", function()

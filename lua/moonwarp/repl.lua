@@ -64,6 +64,18 @@ function M.session(opts)
     for k, v in pairs(s) do if type(v) ~= "table" then keys[#keys + 1] = k end end
     table.sort(keys)
     for _, k in ipairs(keys) do output(("  %-16s %s\n"):format(k, tostring(s[k]))) end
+    local names = {}
+    for name in pairs(s.tasks or {}) do names[#names + 1] = name end
+    table.sort(names)
+    if #names > 0 then
+      output(("  %-16s %10s %10s %10s %10s\n"):format("task", "spawned", "completed", "failed",
+        "cancelled"))
+    end
+    for _, name in ipairs(names) do
+      local t = s.tasks[name]
+      output(("  %-16s %10s %10s %10s %10s\n"):format(name, tostring(t.spawned),
+        tostring(t.completed), tostring(t.failed), tostring(t.cancelled)))
+    end
   end
   function commands.help()
     output("  def [[task ...]]   compile a program; its tasks become globals\n"
