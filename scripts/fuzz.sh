@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh - builds the parser's libFuzzer target (nvrtc/fuzz_parse.c) with clang and runs it from
-# the seeds in spec/fuzz_seeds for a bounded number of inputs; exits non-zero on a crash, a leak
+# the seeds in spec/fuzz_seeds and bench/tasks.lua for a bounded number of inputs; exits non-zero on a crash, a leak
 # or undefined behaviour, leaving the input that caused it in build-fuzz/.
 #   bash scripts/fuzz.sh [runs [seed]]     (defaults: 20000, 1)
 set -euo pipefail
@@ -19,6 +19,10 @@ fi
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp spec/fuzz_seeds/* "$corpus"/
+# the benchmarks' programs are seeds too (the first byte picks the generator's options)
+if command -v luajit >/dev/null; then
+  luajit -e 'io.write("A", dofile("bench/tasks.lua"))' >"$corpus/bench_tasks.cu"
+fi
 status=0
 "$bin" -runs="$runs" -seed="$seed" -max_len=4096 -artifact_prefix=build-fuzz/ "$corpus" \
   >build-fuzz/last.log 2>&1 || status=$?
