@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz.sh - builds the parser's libFuzzer target (nvrtc/fuzz_parse.c) with clang and runs it from
-# the seeds in spec/fuzz_seeds and bench/tasks.lua for a bounded number of inputs; exits non-zero on a crash, a leak
-# or undefined behaviour, leaving the input that caused it in build-fuzz/.
+# the seeds in spec/fuzz_seeds and bench/tasks.lua for a bounded number of inputs; exits non-zero
+# on a crash, a leak or undefined behaviour, leaving the input that caused it in build-fuzz/.
 #   bash scripts/fuzz.sh [runs [seed]]     (defaults: 20000, 1)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
