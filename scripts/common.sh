@@ -63,6 +63,7 @@ mw_have() {
     lua-busted) mw_busted_script >/dev/null ;;
     lua-dkjson) luajit -e 'require "dkjson"' >/dev/null 2>&1 ;;
     luarocks) command -v luarocks >/dev/null 2>&1 ;;
+    clang) command -v clang >/dev/null 2>&1 ;;
     libsodium-dev) pkg-config --exists libsodium 2>/dev/null ;;
     libboost-context-dev)
       echo '#include <boost/context/fiber.hpp>' |
