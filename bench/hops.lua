@@ -7,6 +7,7 @@ local mw = require "moonwarp"
 local json = require "dkjson"
 
 local backend, hops = arg[1], tonumber(arg[2] or 2000)
+assert(hops and hops >= 1 and hops % 1 == 0, "usage: luajit bench/hops.lua [backend] [hops]")
 local rt = assert(mw.runtime { backend = backend, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/hops.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))

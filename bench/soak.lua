@@ -5,6 +5,7 @@
 local mw = require "moonwarp"
 
 local backend, target, seed = arg[1], tonumber(arg[2] or 1e7), tonumber(arg[3] or 1)
+assert(target and target > 0 and seed, "usage: luajit bench/soak.lua [backend] [tasks] [seed]")
 
 local SOURCE = [[
 __device__ long long next_seed(long long s) { return s * 48271 % 2147483647; }
