@@ -33,7 +33,8 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
 /* ---- options ---- */
 
 static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",
-                                           "workers", "frame_bytes", "spawn_timeout", NULL};
+                                           "workers", "frame_bytes", "spawn_timeout",
+                                           "relaunch_timeout", NULL};
 
 /* The option value on the top of the stack as an integer in [0, max]; raises naming it. */
 static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
@@ -86,7 +87,8 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
       lua_call(L, 1, 1);
       luaL_argerror(L, 1,
                     lua_pushfstring(L, "unknown option '%s' (options: backend, device, capacity, "
-                                       "host_futures, workers, frame_bytes)",
+                                       "host_futures, workers, frame_bytes, spawn_timeout, "
+                                       "relaunch_timeout)",
                                     lua_tostring(L, -1)));
     }
     switch (which) {
@@ -106,6 +108,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
     case 4: d->workers = (uint32_t)option_count(L, "workers", 4294967295.0); break;
     case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
     case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
+    case 7: d->relaunch_timeout = option_seconds(L, "relaunch_timeout"); break;
     }
     lua_pop(L, 1);
   }

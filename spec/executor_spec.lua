@@ -111,6 +111,52 @@ support.each_backend(function(backend)
     end)
   end)
 
+  describe("a refused relaunch", function()
+    it("leaves every worker at work; a later load succeeds", function()
+      local rt = support.runtime(backend, { workers = 4, relaunch_timeout = 0.3 })
+      local prog = support.compile(rt, SOURCE .. [[
+// arrives at *count, then waits (about a second at most) until n tasks arrived: n of them
+// complete only if n workers run them at once
+// waits for *flag with no time limit, lane 0 polling
+task int wait_flag(int *flag) {
+  int v = 0;
+  if (lane == 0)
+    while ((v = *(volatile int *)flag) == 0) __nanosleep(1000);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+task int meet(int *count, int n) {
+  if (lane == 0) {
+    atomicAdd(count, 1);
+    long long t0 = clock64();
+    while (*(volatile int *)count < n && clock64() - t0 < 2000000000LL) __nanosleep(1000);
+  }
+  __syncwarp();
+  return *(volatile int *)count >= n;
+}
+]], "executor_tasks.cu")
+      local flag, count = rt:buffer("int32", 1), rt:buffer("int32", 1)
+      flag:write { 0 }
+      count:write { 0 }
+      local held = prog.wait_flag(flag)
+      local t0 = mw.now()
+      repeat until rt:stats().spawned >= 1 or mw.now() - t0 > 20 -- a worker runs it
+      local more, err, code = rt:compile("task int triple(int x) { return 3 * x; }", "more.cu")
+      assert.is_nil(more)
+      assert.equals("ETIMEDOUT", code)
+      assert.truthy(err:find("did not stop within 0.3 s", 1, true), err)
+      -- the three other workers are still there: three tasks that need each other complete
+      local meets = {}
+      for i = 1, 3 do meets[i] = prog.meet(count, 3) end
+      for i = 1, 3 do assert.equals(1, meets[i]:await(30)) end
+      flag:write { 7 }
+      assert.equals(7, held:await(30))
+      more = support.compile(rt, "task int triple(int x) { return 3 * x; }", "more.cu")
+      assert.equals(21, more.triple(7):await(30))
+      assert.equals(4950, prog.chain(100):await(30))
+      rt:close()
+    end)
+  end)
+
   if backend == "cuda" then
     it("refuses a second open runtime on the same device, with the reason", function()
       local rt = support.runtime(backend)

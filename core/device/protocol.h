@@ -247,8 +247,15 @@ typedef struct mw_comp_cell {
  *   cancel requests are not held up while the device has other work.
  * Stopping: the host writes mw_state.stop = 1 into device memory (a copy on a stream of its
  *   own, which does not wait for the executor); every worker reads it with a volatile load at
- *   the top of its loop, finishes nothing more, hands its queued work to the global queue and
- *   exits. Host memory is read only by the few pollers (hundreds of warps polling across the
+ *   the top of its loop, takes no new task, hands its queued work to the global queue and
+ *   arrives at mw_state.stop_arrived (atomicAdd). The workers leave only all together: the
+ *   add that makes stop_arrived == nworkers is the commit point, after which every worker
+ *   exits. Until then an arrived worker waits, and if the host clears stop (a task ran past
+ *   the host's deadline) it takes its arrival back with a CAS from a value < nworkers and
+ *   goes back to work. So a stop either ends with every worker gone or with every worker at
+ *   work, never with part of them (the executor would lose the workers a queued task needs).
+ *   The host writes stop = 0 and stop_arrived = 0 (one copy) before each launch.
+ *   Host memory is read only by the few pollers (hundreds of warps polling across the
  *   bus queue every host read behind theirs: measured as millisecond round trips).
  * heartbeat: the pollers sys-store the global timer while idle and every worker after each
  *   4096th task: the host watchdog reads it to say whether the executor is alive.
@@ -378,7 +385,7 @@ typedef struct mw_state {
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
   mw_u32 stop;         /* written by the host (see Stopping above) */
-  mw_u32 pad2;
+  mw_u32 stop_arrived; /* workers waiting to leave (see Stopping above); follows stop */
   mw_u64 t0;           /* globaltimer at the first launch */
   /* tracing, written by the host (see "task traces" above) */
   mw_u32 trace_gen;     /* odd while on */

@@ -1344,6 +1344,19 @@ __device__ void mw_flush(mw_ctx *c) {
   while (w->nfree_slots) mw_stack_push(&st->slot_head, st->slot_next, w->free_slots[--w->nfree_slots]);
 }
 
+/* The stop barrier (protocol.h, Stopping): true when every worker arrived and all leave,
+ * false when the host withdrew the stop first and this worker goes back to work. Lane 0. */
+__device__ bool mw_stop_barrier(mw_state *st) {
+  mw_u32 n = st->nworkers;
+  atomicAdd(&st->stop_arrived, 1u);
+  for (;;) {
+    mw_u32 a = mw_ld32(&st->stop_arrived);
+    if (a >= n) return true;
+    if (!mw_ld32(&st->stop) && atomicCAS(&st->stop_arrived, a, a - 1u) == a) return false;
+    __nanosleep(1024);
+  }
+}
+
 __device__ void mw_executor(mw_state *st) {
   mw_ctx c;
   c.st = st;
@@ -1387,7 +1400,15 @@ __device__ void mw_executor(mw_state *st) {
       if (tg != c.trace_gen) mw_trace_switch(&c, tg);
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
-    if (mw_bcast(stop)) break;
+    if (mw_bcast(stop)) {
+      mw_u32 leave = 0;
+      if (c.lane == 0) {
+        mw_flush(&c);
+        leave = mw_stop_barrier(st);
+      }
+      if (mw_bcast(leave)) break;
+      continue;
+    }
     mw_u32 f = mw_next(&c, idle);
     if (f == MW_NONE) {
       ++idle;
@@ -1405,7 +1426,6 @@ __device__ void mw_executor(mw_state *st) {
       mw_run_plain(&c, f);
   }
   if (c.lane == 0) {
-    mw_flush(&c);
     __threadfence_system();
     atomicAdd((mw_u32 *)&st->ctl->exited, 1u);
   }

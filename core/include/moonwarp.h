@@ -87,6 +87,10 @@ typedef struct mw_runtime_desc {
   uint32_t host_futures; /* futures the host may hold at once; 0 = default */
   uint32_t workers;      /* 0 = fill the device (cuda) or 4 (sim) */
   uint32_t frame_bytes;  /* bytes per task frame including a 64-byte header; 0 = 256 */
+  /* seconds a program load waits for running task bodies to reach a point where the executor
+   * can stop and take the new program; past it the load is refused and the executor carries
+   * on with every worker; 0 = 10 s */
+  double relaunch_timeout;
 } mw_runtime_desc;
 
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out);

@@ -228,7 +228,9 @@ static void *warp_main(void *arg) {
       atomic_store(&be->fault, 1);
     }
     pthread_mutex_unlock(&be->lock);
-    /* the other warps cannot finish tasks that waited on this one: stop them all */
+    /* the other warps cannot finish tasks that waited on this one: stop them all, this warp
+     * counting as arrived at the stop barrier (protocol.h, Stopping) */
+    atomic_fetch_add_explicit((_Atomic uint32_t *)&st->stop_arrived, 1u, memory_order_relaxed);
     atomic_store_explicit((_Atomic uint32_t *)&st->stop, 1u, memory_order_release);
   }
   atomic_fetch_sub(&be->live, 1);

@@ -89,6 +89,7 @@ struct mw_runtime {
   void *be; /* backend state */
   mw_runtime_desc desc;
   uint32_t nframes, nslots, host_slots, frame_bytes;
+  double relaunch_timeout; /* seconds a program load waits for a stop (mw_runtime_desc) */
   uint32_t max_workers, nworkers;
   /* pinned */
   mw_control *ctl;

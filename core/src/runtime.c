@@ -88,6 +88,8 @@ static void release_device(mw_runtime *rt) {
 
 _Static_assert(sizeof(mw_frame_hdr) == MW_FRAME_HDR_BYTES, "frame header size (protocol.h)");
 _Static_assert(sizeof(mw_slot) == 144, "future slot size (protocol.h)");
+_Static_assert(offsetof(mw_state, stop_arrived) == offsetof(mw_state, stop) + 4,
+               "stop_arrived follows stop: one copy resets both (protocol.h, Stopping)");
 
 static int alloc_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
@@ -233,6 +235,10 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     mw__set_error("capacity must be at most %u", MAX_CAPACITY);
     return MW_EINVAL;
   }
+  if (!(d.relaunch_timeout >= 0 && d.relaunch_timeout <= 1e9)) {
+    mw__set_error("relaunch_timeout must be a number of seconds >= 0");
+    return MW_EINVAL;
+  }
   if (d.frame_bytes && (d.frame_bytes < 128 || d.frame_bytes > 65536 || d.frame_bytes % 16)) {
     mw__set_error("frame_bytes must be a multiple of 16 between 128 and 65536");
     return MW_EINVAL;
@@ -260,6 +266,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
   rt->nslots = rt->nframes + rt->host_slots;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
+  rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
   rt->hs = calloc(rt->host_slots, sizeof *rt->hs);
@@ -349,7 +356,10 @@ static int stop_executor(mw_runtime *rt, double deadline) {
 
 static int start_executor(mw_runtime *rt) {
   rt->ctl->exited = 0;
-  set_stop(rt, 0);
+  /* stop and stop_arrived, adjacent: a fresh stop barrier (protocol.h, Stopping) */
+  const uint32_t zero[2] = {0, 0};
+  int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), zero, sizeof zero);
+  if (rz) return rz;
   rt->state.nworkers = rt->nworkers;
   /* only the host-owned fields: the counters in mw_state belong to the device */
   int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
@@ -459,7 +469,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   free(gen);
   /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
   int was_running = rt->running;
-  if (!rc && rt->running) rc = stop_executor(rt, 10.0);
+  if (!rc && rt->running) rc = stop_executor(rt, rt->relaunch_timeout);
   uint32_t old_kinds = rt->state.nkinds;
   if (!rc) {
     rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
@@ -841,7 +851,7 @@ MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
    * bounds. MOONWARP_RELAUNCH_AFTER_ALLOC=1 relaunches the executor (tasks carry on) so that
    * it knows the new buffer; a relaunch refused by a running task leaves the executor as is. */
   const char *e = getenv("MOONWARP_RELAUNCH_AFTER_ALLOC");
-  if (e && !strcmp(e, "1") && rt->running && !rt->faulted && stop_executor(rt, 10.0) == 0)
+  if (e && !strcmp(e, "1") && rt->running && !rt->faulted && stop_executor(rt, rt->relaunch_timeout) == 0)
     start_executor(rt);
   return 0;
 }
