@@ -147,22 +147,30 @@ support.each_backend(function(backend)
     return s
   end
 
-  -- n holds on flag, every one of them running: started[0] counts them
-  local function hold_workers(n)
+  -- n holds on flag, every one of them running: started[0] counts them. Returns flag, the
+  -- holds and a zeroed int32 buffer of each further size, allocated before the holds start
+  -- (allocating while they run would hold up a relaunch under MOONWARP_RELAUNCH_AFTER_ALLOC)
+  local function hold_workers(n, ...)
+    local cells = {}
+    for i, size in ipairs { ... } do
+      local zeros = {}
+      for j = 1, size do zeros[j] = 0 end
+      cells[i] = rt:buffer("int32", size)
+      cells[i]:write(zeros)
+    end
     local flag, started = rt:buffer("int32", 1), rt:buffer("int32", 1)
     flag:write { 0 }
     started:write { 0 }
     local holds = {}
     for i = 1, n do holds[i] = prog.hold(flag, started) end
     wait_for("the holds to start", function() return started:read()[1] == n end)
-    return flag, holds
+    return flag, holds, unpack(cells)
   end
 
   it("a task cancelled before it started never runs; awaiting it raises; its state says so", function()
     local before = counts("mark")
-    local flag, holds = hold_workers(rt:stats().workers) -- no worker takes anything new
-    local cell = rt:buffer("int32", 1)
-    cell:write { 0 }
+    -- no worker takes anything new
+    local flag, holds, cell = hold_workers(rt:stats().workers, 1)
     local f = prog.mark(cell)
     assert.is_true(f:cancel())
     assert.is_true(f:cancel()) -- asking again is harmless
@@ -196,9 +204,7 @@ support.each_backend(function(backend)
 
   it("a task suspended in an await is woken to stop at once, while what it awaits runs on", function()
     local before = counts("waiter")
-    local flag, holds = hold_workers(1)
-    local cell = rt:buffer("int32", 2)
-    cell:write { 0, 0 }
+    local flag, holds, cell, cell2 = hold_workers(1, 2, 2)
     local w = prog.waiter(holds[1], cell)
     wait_for("the waiter to start", function() return cell:read()[1] == 1 end)
     mw.run(0.05) -- let it register and suspend
@@ -208,8 +214,6 @@ support.each_backend(function(backend)
     assert.equals("cancelled", w:state())
     assert.equals("pending", holds[1]:state()) -- the awaited task was not touched
     -- and it is free for another awaiter at once
-    local cell2 = rt:buffer("int32", 2)
-    cell2:write { 0, 0 }
     local w2 = prog.waiter(holds[1], cell2)
     wait_for("the second waiter to start", function() return cell2:read()[1] == 1 end)
     mw.run(0.05)
@@ -225,9 +229,7 @@ support.each_backend(function(backend)
 
   it("cancels the children of a cancelled task, suspended ones included", function()
     local before_p, before_w = counts("parent"), counts("waiter")
-    local flag, holds = hold_workers(2)
-    local cell = rt:buffer("int32", 3)
-    cell:write { 0, 0, 0 }
+    local flag, holds, cell = hold_workers(2, 3)
     local p = prog.parent(holds[1], holds[2], cell)
     wait_for("the child to start", function() return cell:read()[1] == 1 end)
     mw.run(0.05)
@@ -324,9 +326,7 @@ support.each_backend(function(backend)
   end)
 
   it("mw.join and coroutines raise the cancellation too", function()
-    local flag, holds = hold_workers(1)
-    local cell = rt:buffer("int32", 2)
-    cell:write { 0, 0 }
+    local flag, holds, cell = hold_workers(1, 2)
     local w = prog.waiter(holds[1], cell)
     local h = mw.async(function() return w:await() end)
     assert.is_true(w:cancel())
