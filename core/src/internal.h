@@ -128,6 +128,8 @@ void mw__rt_error(mw_runtime *rt, const char *fmt, ...) __attribute__((format(pr
 /* trace.c: frees the trace state at close; device memory too when free_device (the executor has
  * stopped) */
 void mw__trace_free(mw_runtime *rt, int free_device);
+/* relaunches the executor after a device allocation where MOONWARP_RELAUNCH_AFTER_ALLOC=1 */
+void mw__relaunch_after_alloc(mw_runtime *rt);
 
 /* compile cache and dump helpers used by the backends */
 void mw__dump_source(const char *source, const char *ext);

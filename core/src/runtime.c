@@ -846,14 +846,20 @@ MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
   if (rt->buffers) rt->buffers->prev = b;
   rt->buffers = b;
   *out = b;
-  /* compute-sanitizer memcheck takes the table of allocations when a kernel is launched, so it
-   * reports every access of a persistent kernel to a buffer made after its launch as out of
-   * bounds. MOONWARP_RELAUNCH_AFTER_ALLOC=1 relaunches the executor (tasks carry on) so that
-   * it knows the new buffer; a relaunch refused by a running task leaves the executor as is. */
-  const char *e = getenv("MOONWARP_RELAUNCH_AFTER_ALLOC");
-  if (e && !strcmp(e, "1") && rt->running && !rt->faulted && stop_executor(rt, rt->relaunch_timeout) == 0)
-    start_executor(rt);
+  mw__relaunch_after_alloc(rt);
   return 0;
+}
+
+/* compute-sanitizer memcheck takes the table of allocations when a kernel is launched, so it
+ * reports every access of a persistent kernel to memory allocated after its launch as out of
+ * bounds. MOONWARP_RELAUNCH_AFTER_ALLOC=1 relaunches the executor (tasks carry on) after each
+ * such allocation so that it knows it; a relaunch refused by a running task leaves the
+ * executor as it is. */
+void mw__relaunch_after_alloc(mw_runtime *rt) {
+  const char *e = getenv("MOONWARP_RELAUNCH_AFTER_ALLOC");
+  if (e && !strcmp(e, "1") && rt->running && !rt->faulted &&
+      stop_executor(rt, rt->relaunch_timeout) == 0)
+    start_executor(rt);
 }
 
 static int buffer_range(mw_buffer *b, size_t off, size_t n) {

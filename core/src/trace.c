@@ -161,6 +161,7 @@ MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
   s.trace_ack = (mw_u32 *)(uintptr_t)tr->ack_dev;
   size_t from = offsetof(mw_state, trace_cap), to = offsetof(mw_state, trace_ack) + sizeof s.trace_ack;
   if (!rc) rc = o->h2d(rt, rt->state_dev + from, (const char *)&s + from, to - from);
+  if (!rc) mw__relaunch_after_alloc(rt);
   if (!rc) rc = write_gen(rt, tr->gen + 1);
   if (rc) {
     o->free(rt, buf);
