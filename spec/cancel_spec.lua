@@ -406,6 +406,7 @@ support.each_backend(function(backend)
       return s.spawned == s.completed + s.failed + s.cancelled
     end)
     assert.equals(90, s.cancelled) -- w, p and p's child, each time
+    wait_for(function() return rt:stats().frames_in_use == 0 end) -- deferred frees counted
     -- every frame is free again: a task can hold all the others at once
     flag:write { 0 }
     started:write { 0 }
@@ -415,6 +416,7 @@ support.each_backend(function(backend)
     wait_for(function()
       s = rt:stats()
       return s.spawned == s.completed + s.failed + s.cancelled and s.in_flight == 0
+        and s.frames_in_use == 0
     end)
     rt:close()
   end)

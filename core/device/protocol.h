@@ -347,6 +347,9 @@ typedef struct mw_worker {
   mw_u32 rng;
   mw_u64 steals;
   mw_u64 idle_loops;
+  /* frames this worker took from and gave back to the free lists (caches included): their
+   * sums over the workers give the frames in use, deferred frees of cancelled tasks counted */
+  mw_u64 frames_taken, frames_freed;
   mw_u32 free_frames[MW_CACHE_CAP];
   mw_u32 free_slots[MW_CACHE_CAP];
   /* sim only: the frame (+1) whose body runs, and why the warp was restarted while it ran */

@@ -151,11 +151,14 @@ __device__ void mw_stack_push(mw_u64 *head, mw_u32 *next, mw_u32 i) {
 /* Per-worker caches in front of the stacks: no atomics while a worker recycles its own. */
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
   mw_worker *w = c->w;
-  if (w->nfree_frames) return w->free_frames[--w->nfree_frames];
-  return mw_stack_pop(&c->st->frame_head, c->st->frame_next);
+  mw_u32 f = w->nfree_frames ? w->free_frames[--w->nfree_frames]
+                             : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
+  if (f != MW_NONE) w->frames_taken++;
+  return f;
 }
 __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
   mw_worker *w = c->w;
+  w->frames_freed++;
   if (w->nfree_frames < c->st->cache_cap) {
     w->free_frames[w->nfree_frames++] = f;
     return;

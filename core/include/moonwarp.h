@@ -110,7 +110,7 @@ typedef struct mw_stats {
   double heartbeat_age_s;    /* host seconds since the heartbeat last moved */
   double uptime_s;
   uint32_t workers, kinds;
-  uint32_t frames, frames_in_use; /* capacity; tasks spawned and not yet finished */
+  uint32_t frames, frames_in_use; /* capacity; frames held by tasks (exact once idle) */
   uint64_t queued_inbox;  /* host spawns the device has not taken yet */
   uint64_t queued_global; /* tasks in the global run queue */
   uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */

@@ -395,7 +395,8 @@ static pid_t spawn_device(const char *mode, int fd3, int fd4) {
     execv(prog, argv);
     _exit(127);
   }
-  /* no program found: serve from this fork (fine unless NVRTC already ran in the parent) */
+  /* no program found: serve from this fork (start_child saw that the driver is not loaded in
+   * the parent yet, which a fork could not initialise again) */
   _exit(mw__device_main(2, argv));
 }
 
@@ -417,6 +418,19 @@ static int start_child(mw_runtime *rt, proxy *px) {
     return MW_ENOMEM;
   }
   atomic_store(&px->st->state, 0);
+  void *cuda = device_program() ? NULL : dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (cuda) {
+    /* a plain fork of a process that has loaded the driver cannot initialise it */
+    dlclose(cuda);
+    munmap(px->st, sizeof *px->st);
+    px->st = NULL;
+    close(sfd);
+    close(sv[0]);
+    close(sv[1]);
+    mw__rt_error(rt, "the device program moonwarp-device is not installed next to the moonwarp "
+                     "library (set MOONWARP_DEVICE_PROCESS to its path)");
+    return MW_ENODEV;
+  }
   reap_zombies();
   pid_t pid = spawn_device("serve", sv[1], sfd);
   int err = errno;

@@ -934,19 +934,21 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
     out->cancelled += rows[i].cancelled;
   }
   free(rows);
-  uint64_t done = out->completed + out->failed + out->cancelled;
-  out->frames_in_use = out->spawned > done ? (uint32_t)(out->spawned - done) : 0;
   mw_worker *ws = malloc((size_t)rt->max_workers * sizeof *ws);
   if (!ws) return MW_ENOMEM;
   rc = rt->ops->d2h(rt, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
+  uint64_t taken = 0, freed = 0;
   if (!rc)
     for (uint32_t i = 0; i < rt->max_workers; ++i) {
       out->steals += ws[i].steals;
+      taken += ws[i].frames_taken;
+      freed += ws[i].frames_freed;
       /* a snapshot taken while the workers run: each count is exact, their sum approximate */
       if (ws[i].bottom > ws[i].top) out->queued_local += ws[i].bottom - ws[i].top;
       if (ws[i].lifo != MW_NONE) out->queued_local++;
     }
   free(ws);
+  out->frames_in_use = taken > freed ? (uint32_t)(taken - freed) : 0;
   mw_state st;
   if (!rc && !(rc = rt->ops->d2h(rt, &st, rt->state_dev, sizeof st))) {
     out->queued_inbox = rt->inbox_tail > st.inbox_head ? rt->inbox_tail - st.inbox_head : 0;
