@@ -51,6 +51,7 @@ task long chain(int n) {
 }
 task void oob(int *p) { p[1L << 40] = 1; }
 task void trap(int x) { if (x) __trap(); }
+task void bad_assert(int x) { assert(x == 0); }
 ]]
 
 support.each_backend(function(backend)
@@ -194,6 +195,7 @@ task int meet(int *count, int n) {
     local cases = {
       { task = "oob", what = "an out-of-bounds write" },
       { task = "trap", what = "a trap" },
+      { task = "bad_assert", what = "a failed device assert" },
     }
     for _, case in ipairs(cases) do
       it(case.what .. " fails every pending await; close returns; a new runtime works #fault", function()
