@@ -53,8 +53,9 @@ if want soak; then
   timeout 300 luajit bench/soak.lua cuda 10000000 1 2>&1 | tee "$out/soak.txt"
 fi
 if want sanitize; then
-  # memcheck and racecheck follow the device process (--target-processes all); the fault and
-  # hang specs are left out: they fault on purpose or are killed. memcheck knows only the
+  # memcheck and racecheck follow the device process (--target-processes all); the #fault
+  # specs are left out: they fault on purpose, which the tools would report. The hang specs
+  # stay in (their device process is killed by the deadline). memcheck knows only the
   # allocations made before a launch: the executor is relaunched after each new buffer
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     step "compute-sanitizer $tool"
