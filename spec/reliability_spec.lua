@@ -1,7 +1,8 @@
 -- reliability_spec.lua - the host stays in control: capacity waits end in a clear error, a task
 -- that never returns cannot hold close() past its deadline, the heartbeat shows the executor
 -- alive. On both backends: on cuda a kernel that never returns cannot be preempted, so close
--- tears the device process down.
+-- tears the device process down. On sim, an executor that cannot be launched again fails the
+-- runtime instead of leaving its futures pending forever.
 local mw = require "moonwarp"
 local support = require "spec.support"
 
@@ -77,5 +78,67 @@ describe("reliability", function()
       assert.truthy(support.error_of(rt.close, rt, { deadline = "soon" }):find("deadline", 1, true))
       assert.is_true(rt:close())
     end)
+  end)
+end)
+
+describe("an executor that cannot be relaunched #sim", function()
+  local CHAIN = [[
+task int step(int x) { return x; }
+// a chain of n spawn-and-await hops: still pending long after it was spawned
+task long chain(int n) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(step, i);
+    await(f);
+    s += (long)value(f);
+    release(f);
+  }
+  return s;
+}
+]]
+  after_each(function()
+    support.setenv("MOONWARP_SIM_REFUSE_LAUNCH", nil)
+    support.setenv("MOONWARP_RELAUNCH_AFTER_ALLOC", nil)
+  end)
+
+  -- pending futures end with the reason, the runtime says it faulted, close returns and a new
+  -- runtime works
+  local function check_faulted(rt, pending)
+    local err = support.error_of(pending.await, pending, 30)
+    assert.truthy(err and err:find("the executor could not be relaunched", 1, true), err)
+    assert.truthy(err:find("MOONWARP_SIM_REFUSE_LAUNCH", 1, true), err)
+    assert.equals("ENODEV", rt.faulted)
+    local _, serr = rt:compile("task int one(int x) { return 1; }", "one.cu")
+    assert.truthy(serr and serr:find("faulted", 1, true), serr)
+    assert.is_true(rt:close())
+    support.setenv("MOONWARP_SIM_REFUSE_LAUNCH", nil)
+    local rt2 = support.runtime("sim")
+    assert.equals(4950, support.compile(rt2, CHAIN, "chain.cu").chain(100):await(30))
+    rt2:close()
+  end
+
+  it("after a new program: the load fails with the reason and the runtime faults", function()
+    local rt = support.runtime("sim", { workers = 2 })
+    local p = support.compile(rt, CHAIN, "chain.cu")
+    local pending = p.chain(100000000)
+    support.setenv("MOONWARP_SIM_REFUSE_LAUNCH", "1")
+    local more, err, code = rt:compile("task int triple(int x) { return 3 * x; }", "more.cu")
+    assert.is_nil(more)
+    assert.equals("ENODEV", code)
+    assert.truthy(err:find("sim launch was refused", 1, true), err)
+    check_faulted(rt, pending)
+  end)
+
+  it("after a new buffer (MOONWARP_RELAUNCH_AFTER_ALLOC=1): the runtime faults", function()
+    local rt = support.runtime("sim", { workers = 2 })
+    local p = support.compile(rt, CHAIN, "chain.cu")
+    local pending = p.chain(100000000)
+    support.setenv("MOONWARP_RELAUNCH_AFTER_ALLOC", "1")
+    support.setenv("MOONWARP_SIM_REFUSE_LAUNCH", "1")
+    rt:buffer("int32", 4)
+    check_faulted(rt, pending)
   end)
 end)

@@ -91,6 +91,18 @@ function support.run(command)
   return status, out
 end
 
+--- Sets (value a string) or unsets (value nil) an environment variable of this process, for the
+-- settings the library reads at the moment it needs them.
+function support.setenv(name, value)
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int setenv(const char *, const char *, int); int unsetenv(const char *);")
+  if value == nil then
+    assert(ffi.C.unsetenv(name) == 0)
+  else
+    assert(ffi.C.setenv(name, value, 1) == 0)
+  end
+end
+
 --- Quotes s for the shell.
 function support.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"

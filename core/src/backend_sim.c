@@ -240,6 +240,12 @@ static void *warp_main(void *arg) {
 static int sim_launch(mw_runtime *rt) {
   sim_be *be = rt->be;
   if (be->nthreads) join_threads(be);
+  /* a launch that fails, on demand: how the specs reach the runtime's recovery paths */
+  const char *refuse = getenv("MOONWARP_SIM_REFUSE_LAUNCH");
+  if (refuse && !strcmp(refuse, "1")) {
+    mw__rt_error(rt, "the sim launch was refused (MOONWARP_SIM_REFUSE_LAUNCH=1)");
+    return MW_ENODEV;
+  }
   if (be->next.so) {
     if (be->cur.so) {
       void **o = realloc(be->old_so, sizeof *o * (size_t)(be->nold + 1));

@@ -316,12 +316,14 @@ static void fail_pending(mw_runtime *rt, int status, const char *msg) {
   }
 }
 
-static void mark_fault(mw_runtime *rt, int code) {
+/* Marks the runtime unusable (code < 0) and fails every pending host future with what (a
+ * short cause) and the detail in rt->err. */
+static void mark_fault(mw_runtime *rt, int code, const char *what) {
   if (rt->faulted) return;
   rt->faulted = code;
   rt->running = 0;
   char msg[160];
-  snprintf(msg, sizeof msg, "device fault: %.140s", rt->err);
+  snprintf(msg, sizeof msg, "%s: %.120s", what, rt->err);
   fail_pending(rt, MW_EFAULT, msg);
 }
 
@@ -329,7 +331,7 @@ static void mark_fault(mw_runtime *rt, int code) {
  * runtime is marked faulted). */
 static int query(mw_runtime *rt) {
   int q = rt->ops->query(rt);
-  if (q < 0) mark_fault(rt, q);
+  if (q < 0) mark_fault(rt, q, "device fault");
   return q;
 }
 
@@ -370,6 +372,14 @@ static int start_executor(mw_runtime *rt) {
     rt->running = 1;
     rt->launches++;
   }
+  return rc;
+}
+
+/* Relaunches a stopped executor. When even that fails, nothing would ever run the queued and
+ * suspended tasks: the runtime is marked faulted so that every await ends with the reason. */
+static int restart_executor(mw_runtime *rt) {
+  int rc = start_executor(rt);
+  if (rc && !rt->faulted) mark_fault(rt, rc, "the executor could not be relaunched");
   return rc;
 }
 
@@ -479,7 +489,8 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
       char why[sizeof rt->err];
       snprintf(why, sizeof why, "%s", rt->err);
       /* the image that ran before carries on with the tasks in flight */
-      if (was_running && !rt->faulted && start_executor(rt) == 0) snprintf(rt->err, sizeof rt->err, "%s", why);
+      if (was_running && !rt->faulted && restart_executor(rt) == 0)
+        snprintf(rt->err, sizeof rt->err, "%s", why);
     }
   }
   if (rc) {
@@ -854,12 +865,12 @@ MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
  * reports every access of a persistent kernel to memory allocated after its launch as out of
  * bounds. MOONWARP_RELAUNCH_AFTER_ALLOC=1 relaunches the executor (tasks carry on) after each
  * such allocation so that it knows it; a relaunch refused by a running task leaves the
- * executor as it is. */
+ * executor as it is, one that cannot start again faults the runtime. */
 void mw__relaunch_after_alloc(mw_runtime *rt) {
   const char *e = getenv("MOONWARP_RELAUNCH_AFTER_ALLOC");
   if (e && !strcmp(e, "1") && rt->running && !rt->faulted &&
       stop_executor(rt, rt->relaunch_timeout) == 0)
-    start_executor(rt);
+    restart_executor(rt);
 }
 
 static int buffer_range(mw_buffer *b, size_t off, size_t n) {
