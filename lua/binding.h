@@ -45,6 +45,7 @@ typedef struct mwl_runtime {
   uint64_t next_id;    /* per-runtime future numbers, for tostring */
   uint64_t held;       /* futures spawned and not yet released */
   uint64_t held_at_gc; /* `held` after a spawn last forced a collection */
+  uint64_t host_futures; /* the runtime's host futures (0: unknown) */
   double spawn_timeout; /* how long a spawn waits for capacity (option spawn_timeout) */
   mw_program **progs;  /* every program compiled here, for stats; owned by the core */
   int nprogs, progs_cap;

@@ -151,10 +151,12 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
   else
     rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, 0, &fu->f);
   if (rc == MW_ECAPACITY || rc == MW_ETIMEDOUT || rc == MW_EAGAIN) {
-    /* The host futures may be held by garbage: collect, but only once the futures held have
-     * grown by half since the last such collection, so that a full inbox alone (or futures
-     * all still in use) does not cost a collection per spawn. Then wait with a deadline. */
-    if (r->held > r->held_at_gc + r->held_at_gc / 2) {
+    /* The host futures may be held by garbage: collect when this script holds every one of
+     * them (nothing else can free one), else only once the futures held have grown by half
+     * since the last such collection, so that a full inbox alone does not cost a collection
+     * per spawn. Then wait with a deadline. */
+    if ((r->host_futures && r->held >= r->host_futures) ||
+        r->held > r->held_at_gc + r->held_at_gc / 2) {
       lua_gc(L, LUA_GCCOLLECT, 0);
       r->held_at_gc = r->held;
     }

@@ -138,6 +138,10 @@ int mwl_runtime_new(lua_State *L) {
   }
   r->refs = 1;
   r->spawn_timeout = spawn_timeout;
+  {
+    mw_stats s;
+    r->host_futures = mw_runtime_stats(r->rt, &s) == 0 ? s.host_futures : 0;
+  }
   backend = mw_runtime_backend(r->rt);
   snprintf(r->backend, sizeof r->backend, "%s", backend != NULL ? backend : "?");
   *box = r;
@@ -344,6 +348,8 @@ static int l_stats(lua_State *L) {
   set_u64(L, "kinds", s.kinds);
   set_u64(L, "frames", s.frames);
   set_u64(L, "frames_in_use", s.frames_in_use);
+  set_u64(L, "host_futures", s.host_futures);
+  set_u64(L, "host_futures_held", s.host_futures_held);
   set_u64(L, "queued_inbox", s.queued_inbox);
   set_u64(L, "queued_global", s.queued_global);
   set_u64(L, "queued_local", s.queued_local);

@@ -14,6 +14,13 @@ task int forever(int x) {
   return x;
 }
 task int one(int x) { return x; }
+// waits for *flag (about a second at most), then returns it
+task int hold(int *flag) {
+  long long t0 = clock64();
+  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL)
+    __nanosleep(10000);
+  return *(volatile int *)flag;
+}
 ]]
 
 describe("reliability", function()
@@ -35,6 +42,31 @@ describe("reliability", function()
       assert.is_nil(ok)
       assert.equals("ETIMEDOUT", ccode)
       assert.truthy(cerr:find("still running", 1, true), cerr)
+    end)
+
+    it("host futures freed by close or by the collector make room for new spawns", function()
+      local rt = support.runtime(backend, { host_futures = 2, spawn_timeout = 0.1 })
+      local p = support.compile(rt, SOURCE, "hang.cu")
+      local flag = rt:buffer("int32", 1)
+      flag:write { 0 }
+      local a, b = p.hold(flag), p.hold(flag)
+      local f, _, code = p.one(3)
+      assert.is_nil(f)
+      assert.equals("ECAPACITY", code)
+      flag:write { 9 }
+      assert.same({ 9, 9 }, { mw.join(a, b) })
+      -- awaited futures keep their slot (a task may still be handed them) until let go
+      assert.equals("ECAPACITY", select(3, p.one(3)))
+      local s = rt:stats()
+      assert.same({ 2, 2 }, { s.host_futures, s.host_futures_held })
+      a:close()
+      assert.equals(1, rt:stats().host_futures_held)
+      assert.equals(3, p.one(3):await(30))
+      b = nil -- the collector gives b's slot back when a spawn finds none free
+      for i = 1, 10 do assert.equals(i, p.one(i):await(30)) end
+      s = rt:stats()
+      assert.equals(0, s.in_flight)
+      rt:close()
     end)
 
     it("close{deadline} returns in time with a task that never returns; a new runtime works", function()

@@ -111,6 +111,7 @@ typedef struct mw_stats {
   double uptime_s;
   uint32_t workers, kinds;
   uint32_t frames, frames_in_use; /* capacity; frames held by tasks (exact once idle) */
+  uint32_t host_futures, host_futures_held; /* capacity; held by the host (not yet released) */
   uint64_t queued_inbox;  /* host spawns the device has not taken yet */
   uint64_t queued_global; /* tasks in the global run queue */
   uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */

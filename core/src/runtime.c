@@ -935,6 +935,8 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   out->heartbeat_age_s = now - (rt->heartbeat_seen ? rt->heartbeat_seen : rt->t_start);
   out->launches = rt->launches;
   out->frames = rt->nframes;
+  out->host_futures = rt->host_slots;
+  out->host_futures_held = rt->host_slots - rt->nhfree;
   mw_stat_row *rows;
   int rc = read_rows(rt, &rows);
   if (rc) return rc;
