@@ -4,8 +4,8 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local SOURCE = [[
-task int leaf(int x) { return x; }
+-- leaf and chain come from support.CHAIN
+local SOURCE = support.CHAIN .. [[
 // waits for *flag, at most about a second (so a runtime that faulted can still stop)
 task int hold(int *flag) {
   long long t0 = clock64();
@@ -34,19 +34,6 @@ task long fill_and_sum(int *x, int n) {
   await(f);
   s = 0;
   for (i = 0; i < n; ++i) s += x[i];
-  return s;
-}
-task long chain(int n) {
-  local future f;
-  local int i;
-  local long s;
-  s = 0;
-  for (i = 0; i < n; ++i) {
-    f = spawn(leaf, i);
-    await(f);
-    s += (long)value(f);
-    release(f);
-  }
   return s;
 }
 task void oob(int *p) { p[1L << 40] = 1; }

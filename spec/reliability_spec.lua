@@ -114,23 +114,7 @@ describe("reliability", function()
 end)
 
 describe("an executor that cannot be relaunched #sim", function()
-  local CHAIN = [[
-task int step(int x) { return x; }
-// a chain of n spawn-and-await hops: still pending long after it was spawned
-task long chain(int n) {
-  local future f;
-  local int i;
-  local long s;
-  s = 0;
-  for (i = 0; i < n; ++i) {
-    f = spawn(step, i);
-    await(f);
-    s += (long)value(f);
-    release(f);
-  }
-  return s;
-}
-]]
+  local CHAIN = support.CHAIN -- chain(n): n spawn-and-await hops, still pending long after
   after_each(function()
     support.setenv("MOONWARP_SIM_REFUSE_LAUNCH", nil)
     support.setenv("MOONWARP_RELAUNCH_AFTER_ALLOC", nil)

@@ -16,6 +16,25 @@ task long fib(int n) {
 }
 ]]
 
+--- A dependent chain: chain(n) spawns and awaits leaf n times, one after the other, and sums
+-- what they return (n * (n - 1) / 2).
+support.CHAIN = [[
+task int leaf(int x) { return x; }
+task long chain(int n) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(leaf, i);
+    await(f);
+    s += (long)value(f);
+    release(f);
+  }
+  return s;
+}
+]]
+
 local cuda_checked, cuda_ok, cuda_reason
 
 --- Whether the cuda backend can be used here, and if not why (mw.runtime's message). The
