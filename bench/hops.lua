@@ -2,13 +2,15 @@
 -- (bench/tasks.lua `chain`) and splits each hop, from the device timer, into the parent's run
 -- (spawn, await, then after the wake-up value and release), the gap until the child starts,
 -- the child's run, and the gap until the parent resumes.
---   luajit bench/hops.lua [backend] [hops]      (defaults: auto, 2000)
+--   luajit bench/hops.lua [backend] [hops] [workers]   (defaults: auto, 2000, the runtime's)
 local mw = require "moonwarp"
 local json = require "dkjson"
 
-local backend, hops = arg[1], tonumber(arg[2] or 2000)
-assert(hops and hops >= 1 and hops % 1 == 0, "usage: luajit bench/hops.lua [backend] [hops]")
-local rt = assert(mw.runtime { backend = backend, frame_bytes = 512 })
+local backend, hops, workers = arg[1], tonumber(arg[2] or 2000), tonumber(arg[3] or 0)
+assert(hops and hops >= 1 and hops % 1 == 0 and workers and workers >= 0 and workers % 1 == 0,
+  "usage: luajit bench/hops.lua [backend] [hops] [workers]")
+local rt = assert(mw.runtime { backend = backend, frame_bytes = 512,
+  workers = workers > 0 and workers or nil })
 local here = (arg and arg[0] or "bench/hops.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
 prog.chain(100):await(60) -- warm
@@ -19,6 +21,7 @@ local t0 = mw.now()
 prog.chain(hops):await(120)
 local wall = mw.now() - t0
 local runs, dropped = rt:trace_stop(path)
+local nrunning = rt:stats().workers
 rt:close()
 
 local f = assert(io.open(path))
@@ -54,8 +57,8 @@ end
 local n = #parts.child
 local nworkers = 0
 for _ in pairs(workers_seen) do nworkers = nworkers + 1 end
-print(("hop breakdown on %s: chain of %d hops, %.2f us per hop (wall clock, traced)"):format(
-  rt.backend, hops, wall * 1e6 / hops))
+print(("hop breakdown on %s, %d workers: chain of %d hops, %.2f us per hop (wall clock, traced)")
+  :format(rt.backend, nrunning, hops, wall * 1e6 / hops))
 print(("  %d runs recorded (%d dropped), %d hops analysed; %d of them on one worker throughout"):format(
   runs, dropped, n, same_worker))
 local total = 0

@@ -2,7 +2,8 @@
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
-#   steps: examples specs bench soak sanitize (default: all)
+#   steps: examples specs bench soak sanitize (default: all), and sweep (bench/core.lua and
+#   bench/hops.lua over worker counts, $SWEEP_WORKERS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
@@ -47,6 +48,13 @@ if want bench; then
     export MW_BASELINES=$PWD/build-gpu/baselines
   timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
   kill $smi 2>/dev/null
+fi
+if [[ $steps == *" sweep "* ]]; then
+  step "sweep over worker counts"
+  for w in ${SWEEP_WORKERS:-4 16 66 132 264 528}; do
+    timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/sweep.txt"
+    timeout 60 luajit bench/hops.lua cuda 2000 $w 2>&1 | tee -a "$out/sweep.txt"
+  done
 fi
 if want soak; then
   step soak
