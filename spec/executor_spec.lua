@@ -4,15 +4,8 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
--- leaf and chain come from support.CHAIN
-local SOURCE = support.CHAIN .. [[
-// waits for *flag, at most about a second (so a runtime that faulted can still stop)
-task int hold(int *flag) {
-  long long t0 = clock64();
-  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL)
-    __nanosleep(10000);
-  return *(volatile int *)flag;
-}
+-- leaf and chain come from support.CHAIN, hold from support.HOLD
+local SOURCE = support.CHAIN .. support.HOLD .. [[
 task int overspawn(int *flag, int n) {
   local future f;
   local int i, failures;

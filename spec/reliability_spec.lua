@@ -6,7 +6,7 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local SOURCE = [[
+local SOURCE = support.HOLD .. [[
 task int forever(int x) {
   if (lane == 0)
     while (1) __nanosleep(100000);
@@ -14,13 +14,6 @@ task int forever(int x) {
   return x;
 }
 task int one(int x) { return x; }
-// waits for *flag (about a second at most), then returns it
-task int hold(int *flag) {
-  long long t0 = clock64();
-  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL)
-    __nanosleep(10000);
-  return *(volatile int *)flag;
-}
 ]]
 
 describe("reliability", function()

@@ -35,6 +35,17 @@ task long chain(int n) {
 }
 ]]
 
+--- hold(flag) waits for *flag and returns it, for at most about a second (so that a runtime
+-- that faulted, or a spec that forgot the flag, can still stop).
+support.HOLD = [[
+task int hold(int *flag) {
+  long long t0 = clock64();
+  while (*(volatile int *)flag == 0 && clock64() - t0 < 2000000000LL)
+    __nanosleep(10000);
+  return *(volatile int *)flag;
+}
+]]
+
 local cuda_checked, cuda_ok, cuda_reason
 
 --- Whether the cuda backend can be used here, and if not why (mw.runtime's message). The
