@@ -79,7 +79,13 @@ while want_tasks < target do
   end
 end
 local took = mw.now() - t0
-local after = rt:stats()
+-- children of a failing parent run on after their root has failed: wait until all have ended
+local after
+repeat
+  after = rt:stats()
+  local ended = after.completed + after.failed + after.cancelled
+until (after.spawned - before.spawned >= want_tasks and after.spawned == ended
+  and after.frames_in_use == 0) or mw.now() - t0 > took + 10
 local spawned = after.spawned - before.spawned
 local completed = after.completed - before.completed
 local failed = after.failed - before.failed

@@ -28,6 +28,15 @@ static const char *rtype_name(mw_type t) {
   }
 }
 
+/* Bytes of each lane's stack of inline frames: room for many small frames, at least eight of the
+ * largest (a warp's local memory, reserved by the driver for every thread the GPU can hold). */
+unsigned mw__lane_stack_bytes(unsigned frame_bytes) {
+  unsigned n = 8u * (frame_bytes - 64u);
+  if (n < 2048u) n = 2048u;
+  if (n > 16384u) n = 16384u;
+  return (n + 15u) & ~15u;
+}
+
 /* a C string literal of s */
 static void put_quoted(mw__sb *b, const char *s) {
   mw__sb_puts(b, "\"");
@@ -74,7 +83,10 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int includes) {
 static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   mw__sb_printf(b, "\n/* task %s (kind %u) */\nstruct mw_args_%s {", t->name, t->kind, t->name);
   put_line(b, t->line, p->file);
-  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  %s;\n", t->params[k].decl);
+  /* a future parameter is read-only: the task holds it until it finishes (protocol.h) */
+  for (int k = 0; k < t->nparams; ++k)
+    mw__sb_printf(b, "  %s%s;\n", t->params[k].type == MW_T_FUTURE ? "const " : "",
+                  t->params[k].decl);
   mw__sb_puts(b, "};\n");
   for (int k = 0; k < t->nparams; ++k)
     mw__sb_printf(b,
@@ -95,18 +107,20 @@ static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",
                 t->name, t->name);
-  /* typed spawn functions */
+  /* typed spawn functions: the argument struct in zeroed words, then the runtime */
   for (int bulk = 0; bulk < 2; ++bulk) {
-    mw__sb_printf(b, "__device__ __noinline__ future mw_spawn%s__%s(mw_ctx *c, int line%s",
+    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *c, int line%s",
                   bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s p%d", t->params[k].type_txt, k);
     mw__sb_printf(b, ") {\n  mw_u64 w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
-    if (t->nparams) mw__sb_printf(b, "  mw_args_%s *a = (mw_args_%s *)w;\n", t->name, t->name);
-    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  a->%s = p%d;\n", t->params[k].name, k);
-    mw__sb_printf(b,
-                  "  return mw_spawn_raw(c, %uu, w, (mw_u32)((sizeof(mw_args_%s) + 7) / 8 * 8), "
-                  "(mw_u32)sizeof(mw_frame_%s), %s, %s, line);\n}\n",
-                  t->kind, t->name, t->name, bulk ? "(mw_u32)n" : "0u", bulk ? "true" : "false");
+    for (int k = 0; k < t->nparams; ++k) {
+      if (t->params[k].type == MW_T_FUTURE)
+        mw__sb_printf(b, "  w[%u] = p%d.h;\n", t->params[k].offset / 8, k);
+      else
+        mw__sb_printf(b, "  ((mw_args_%s *)w)->%s = p%d;\n", t->name, t->params[k].name, k);
+    }
+    mw__sb_printf(b, "  return mw_spawn_raw(c, %uu, w, %s, %s, line);\n}\n", t->kind,
+                  bulk ? "(mw_u32)n" : "0u", bulk ? "true" : "false");
   }
 }
 
@@ -146,6 +160,7 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
                 "typedef long int64_t;\ntypedef unsigned long uint64_t;\n");
   }
   mw__sb_printf(&b, "#define MW_FRAME_PAYLOAD %u\n", opts->frame_bytes - 64u);
+  mw__sb_printf(&b, "#define MW_LSTACK_BYTES %u\n", mw__lane_stack_bytes(opts->frame_bytes));
   mw__sb_puts(&b, mw__src_protocol_h);
   mw__sb_puts(&b, "\n");
   mw__sb_puts(&b, mw__src_runtime_cuh);
@@ -159,35 +174,43 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
     for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, p, &p->tasks[k]);
     mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_p%d */\n", i);
   }
-  /* kind tables and dispatch */
-  mw__sb_puts(&b, "__device__ mw_u32 mw_kind_rtype(mw_u32 kind) {\n  switch (kind) {\n");
+  /* the kind table, names and dispatch */
+  int nk = 0;
+  mw__sb_puts(&b, "__constant__ const mw_kind_info mw_kinds[] = {\n");
   for (int i = 0; i < nprogs; ++i)
-    for (int k = 0; k < progs[i]->ntasks; ++k)
-      mw__sb_printf(&b, "  case %uu: return %s;\n", progs[i]->tasks[k].kind,
-                    rtype_name(progs[i]->tasks[k].ret));
-  mw__sb_puts(&b, "  default: return MW_RT_VOID;\n  }\n}\n");
+    for (int k = 0; k < progs[i]->ntasks; ++k, ++nk) {
+      const mw__task *t = &progs[i]->tasks[k];
+      unsigned futargs = 0;
+      for (int q = 0; q < t->nparams; ++q)
+        if (t->params[q].type == MW_T_FUTURE) futargs |= 1u << (t->params[q].offset / 8);
+      mw__sb_printf(&b, "  {%s, (mw_u32)sizeof(mw_p%d::mw_frame_%s), %uu, 0x%xu}, /* %u %s */\n",
+                    rtype_name(t->ret), i, t->name, (t->args_size + 7u) / 8u * 8u, futargs,
+                    t->kind, t->name);
+    }
+  if (!nk) mw__sb_puts(&b, "  {MW_RT_VOID, 0u, 0u, 0u},\n");
+  mw__sb_printf(&b,
+                "};\n__device__ const mw_kind_info *mw_kind(mw_u32 kind) {\n"
+                "  return &mw_kinds[kind < %du ? kind : 0u];\n}\n",
+                nk ? nk : 1);
   mw__sb_puts(&b, "__device__ const char *mw_kind_name(mw_u32 kind) {\n  switch (kind) {\n");
   for (int i = 0; i < nprogs; ++i)
     for (int k = 0; k < progs[i]->ntasks; ++k)
       mw__sb_printf(&b, "  case %uu: return \"%s\";\n", progs[i]->tasks[k].kind,
                     progs[i]->tasks[k].name);
   mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
-  mw__sb_puts(&b,
-              "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind) {\n"
-              "  mw_u8 *p = (mw_u8 *)c->hdr + MW_FRAME_HDR_BYTES;\n  switch (kind) {\n");
+  /* one step of a task body, on its frame in the lane stacks */
+  mw__sb_puts(&b, "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
   for (int i = 0; i < nprogs; ++i)
     for (int k = 0; k < progs[i]->ntasks; ++k) {
       const mw__task *t = &progs[i]->tasks[k];
       if (t->ret == MW_T_VOID)
-        mw__sb_printf(&b,
-                      "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
-                      "__syncwarp(); fr.body(c); break; }\n",
-                      t->kind, i, t->name, i, t->name);
+        mw__sb_printf(&b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->body(c); break;\n", t->kind, i,
+                      t->name);
       else
         mw__sb_printf(&b,
-                      "  case %uu: { mw_p%d::mw_frame_%s fr = *(mw_p%d::mw_frame_%s *)p; "
-                      "__syncwarp(); auto r = fr.body(c); mw_store_result(c, r); break; }\n",
-                      t->kind, i, t->name, i, t->name);
+                      "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->body(c); "
+                      "mw_store_result(c, r); break; }\n",
+                      t->kind, i, t->name);
     }
   mw__sb_puts(&b,
               "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"

@@ -63,6 +63,8 @@ typedef struct mw__gen_opts {
  * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
  * Kind ids come from each task's kind field. Returns a malloc'd string or NULL on OOM. */
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
+/* Bytes of each lane's stack of inline frames for frames of frame_bytes (header included). */
+unsigned mw__lane_stack_bytes(unsigned frame_bytes);
 
 mw_type mw__type_from_text(const char *type_txt, uint32_t *size);
 

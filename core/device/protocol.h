@@ -9,21 +9,39 @@
  *   pinned  host memory mapped into the device address space (cuMemHostAlloc DEVICEMAP):
  *           the control block, the inbox ring, the completion ring.
  *   device  device memory allocated by the host (cuMemAlloc): the executor state, frames,
- *           future slots, queues, free lists, per-worker state and statistics.
- *   On sim both are plain host memory shared by all threads.
+ *           future slots, waiter nodes, the global run queue, free lists, per-worker rows.
+ *   shared  on-chip memory of one CTA (a worker CTA of MW_CTA_WARPS warps, one or more per SM):
+ *           each warp's spawn records, recent children, inline levels, caches and counters
+ *           (mw_wstate). Lost when the executor exits: everything in it is handed to device
+ *           memory before a worker leaves (see Stopping). On sim the host allocates it
+ *           (mw_state.sim_cta) and the warps of one CTA are host threads sharing it.
+ *   On sim every place is plain host memory shared by all threads.
  *
  * Ordering vocabulary used below:
- *   dev-release  = __threadfence() then a volatile store      (pairs with dev-acquire)
- *   dev-acquire  = a volatile load then __threadfence()
+ *   dev-release  = fence.acq_rel.gpu (__threadfence) then a volatile store or an atomic
+ *   dev-acquire  = a volatile load or an atomic, then fence.acq_rel.gpu
+ *   cta-release / cta-acquire = the same with fence.acq_rel.cta (__threadfence_block), for two
+ *                  warps of one CTA; it orders device memory too, for threads of that CTA
  *   sys-release  = __threadfence_system() then a volatile store (pairs with host-acquire)
  *   host-release = atomic_store_explicit(memory_order_release) (pairs with sys-acquire)
  *   sys-acquire  = a volatile load then __threadfence_system()
  *   host-acquire = atomic_load_explicit(memory_order_acquire)
- */
+ *
+ * The shape of the executor (runtime.cuh has the code):
+ *   A worker is a warp: all 32 lanes run a task body together. A task *spawned* on the device is
+ *   first a record in its spawner's warp (shared memory, no device memory touched but its future
+ *   slot's plain fields). When the spawner awaits it and nobody took it, it runs right there,
+ *   *inline*: its frame (parameters and locals, one copy per lane) goes on the lane stacks above
+ *   the spawner's, and the spawner resumes when it returns, like a call (a *level* of the warp's
+ *   inline chain). Only what must leave the warp goes to device memory: a record another warp of
+ *   the CTA takes (a *steal*, of records older than MW_STEAL_AGE_NS), one published to the
+ *   global run queue for idle workers of other CTAs, and a level that must *suspend* (it awaits a
+ *   future that is not complete and that it cannot run itself): it gets a frame in device
+ *   memory, registers as a waiter, and the levels under it in the chain do the same in turn. */
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 3
+#define MW_PROTOCOL_VERSION 4
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -36,29 +54,43 @@
 /* ---- future slots (device memory) --------------------------------------------------------
  * ctl packs generation and one word: gen << 32 | word.
  *   word == MW_CTL_CLOSED  complete: status, value, code and msg are final
- *   otherwise              pending; word & MW_CTL_WAITER is the waiting frame's index + 1
- *                          (0: nobody waits), word & MW_CTL_CANCEL says cancellation was asked
+ *   otherwise              pending; word & MW_CTL_WAITER is the head of its waiter list (a
+ *                          waiter node's index + 1; 0: nobody waits), word & MW_CTL_CANCEL says
+ *                          cancellation was asked
  * A slot whose ctl generation is g-1 with word CLOSED is, for a handle of generation g, a
- * future that has not started yet (the slot was handed out but its task has not run): an
- * awaiter may register on it by moving ctl to (g, waiter) with a CAS, a canceller may move it
- * to (g, CANCEL). So allocating a slot never writes ctl, and a host may hand out a handle
- * before the device has seen the spawn.
+ * future that has not started yet (handed out, its task not run): an awaiter may register on
+ * it by moving ctl to (g, waiter) with a CAS, a canceller may move it to (g, CANCEL). So
+ * allocating a slot never writes ctl, and a host may hand out a handle before the device has
+ * seen the spawn.
  *
- * Completion (producer, one lane):  write value/status/code/msg; __threadfence();
- *   old = atomicExch(ctl, gen<<32|CLOSED); if old's word names a waiter, wake it (see join below).
- * Await (waiter, one lane): CAS ctl from (gen, no waiter) or (gen-1, CLOSED) to (gen, me),
- *   keeping the CANCEL bit; a CAS that finds (gen, CLOSED) means already complete.
- *   __threadfence() after seeing CLOSED before reading value (pairs with the producer's fence
- *   before the exchange).
- * Each slot has exactly one device waiter at a time; a second awaiter of the same pending
- * future gets MW_FAIL_AWAITED.
+ * Waiters: any number of tasks await one future. Each registration takes a waiter node
+ * (mw_state.nodes: frame index + next node) and pushes it on the slot's list:
+ *   Await (waiter, lane 0): node.frame = its frame; loop { node.next = head of the ctl read;
+ *     __threadfence(); CAS ctl from (gen or gen-1 unstarted, word) to (gen, word's CANCEL bit |
+ *     node) }; a CAS that finds (gen, CLOSED) means complete (the node goes back, the future
+ *     counts as done). The fence orders node and frame before the CAS that publishes them.
+ *   Completion (producer, one lane): write value/status/code/msg; __threadfence();
+ *     old = atomicExch(ctl, gen<<32|CLOSED); __threadfence() (acquire: the nodes' contents);
+ *     walk old's list, waking each frame (join below) and freeing each node.
+ *   A reader that finds (gen, CLOSED) issues __threadfence() before reading the result (pairs
+ *   with the producer's fence before the exchange).
+ *
+ * Private completion. A child run inline by its spawner completes with plain stores of its
+ * result and of ctl = (gen, CLOSED), no fence, no atomic, when no other warp can hold its
+ * handle. A handle leaves its warp only in the arguments of a task of a kind with future
+ * parameters, in a future-typed result, or in a frame that suspends; the first two bump the
+ * warp's share epoch (mw_wstate.epoch) before the record or result is written, and a child
+ * records the epoch of its spawn: a child completes privately only while the epoch is still
+ * the one of its spawn and its level never had a frame. (Task code that stores a handle into
+ * device memory for another task to await is outside this contract: README, task code.)
+ * Everything else (a stolen or published child, a task with a frame, a host future) completes
+ * with the exchange above.
  *
  * Cancellation (canceller, one lane of any worker: a task calling cancel(f), a worker taking a
  *   host cancel message from the inbox, a task finishing by cancellation for its children):
  *   1. CAS ctl from (gen, word) or (gen-1, CLOSED) to the same with MW_CTL_CANCEL set. A CAS
  *      that finds (gen, CLOSED) means complete (nothing to do, "not delivered"); a newer
- *      generation means a stale handle. At most one canceller succeeds per generation, and
- *      the generation check makes a late request for an earlier task harmless.
+ *      generation means a stale handle. At most one canceller succeeds per generation.
  *   2. __threadfence() (SC; pairs with the task's fence in its await, see join below).
  *   3. read fref (the producer's frame and its epoch); if there is one, CAS the frame's join
  *      from (epoch, bits) to (epoch, bits | WOKEN). A different epoch means the frame has been
@@ -66,21 +98,28 @@
  *      above zero, the task was suspended: the canceller makes it runnable (it alone, since no
  *      decrement can bring a word with WOKEN to zero). Otherwise the task runs, is queued or
  *      is registering, and sees CANCEL itself.
- *   A task that finishes by cancellation finds the generation of each child it owns from the
- *   child's slot (its reference keeps the slot): ctl's generation, or the next one when ctl is
- *   CLOSED with status still PENDING (a device slot's status is PENDING from the spawn until
- *   the completion writes it, before CLOSED).
- *   The task itself reads its own ctl (cancel requested: gen matches, not CLOSED, CANCEL set)
- *   when it starts (never running the body then), at each spawn (the spawn is skipped and the
- *   task ends cancelled) and at each await (before registering and again after resuming), and
- *   stops there with status CANCELLED. A cancel request that arrives while the body runs
- *   between those points is seen at the next one; a body that returns before it completes
- *   normally. A task that ends cancelled (itself, or by awaiting a cancelled child with
- *   await) first cancels every child it still owns (spawned, not released), then completes. */
+ *   A running task reads its own ctl (and those of the levels under it in its warp's inline
+ *   chain) when it starts from a record or frame, when it suspends, and at its spawns and
+ *   awaits at most every MW_TICK_NS; it then stops at that spawn or await with status
+ *   CANCELLED, and so do the levels above it. A task that ends cancelled (itself, or by
+ *   awaiting a cancelled child with await) first cancels every child it still owns (spawned,
+ *   not released): one still in a record of its warp is marked (MW_RF_CANCELLED) and completes
+ *   cancelled without running wherever it is taken; others through their slot, the generation
+ *   being the slot's, or the next one when ctl is CLOSED with status still PENDING (a device
+ *   slot's status is PENDING from the spawn until the completion writes it, before CLOSED).
+ *
+ * References (refs): a device slot is freed when its producer has completed, its owner (the
+ * spawning task) has released it or finished, and every holder (a task given the future as an
+ * argument; the spawner takes the holder's reference, so it never goes from 0 to 1) has
+ * finished. refs counts them, starting at 2 (producer + owner) at the spawn; drops are
+ * atomicSub, the one reaching 0 frees. A child completed privately and released by its owner
+ * while the epoch is unchanged is freed by the owner with no atomic. Host slots keep their
+ * holder count in mw_state.hrefs[slot] instead; the host frees a host slot that was passed as
+ * an argument only once it reads hrefs 0 there (and its own holders have completed). */
 #define MW_CTL_EMPTY 0u
 #define MW_CTL_CLOSED 0xffffffffu
 #define MW_CTL_CANCEL 0x40000000u
-#define MW_CTL_WAITER 0x3fffffffu /* frames are at most 2^26 (the host's capacity bound) */
+#define MW_CTL_WAITER 0x3fffffffu /* nodes are at most 2^30 - 1 */
 
 enum mw_status { MW_ST_PENDING = 0, MW_ST_OK = 1, MW_ST_FAILED = 2, MW_ST_CANCELLED = 3 };
 
@@ -101,9 +140,9 @@ enum mw_rtype {
 /* failure codes raised by the runtime itself (task code uses positive codes of its own) */
 enum mw_fail_code {
   MW_FAIL_USER = 1,          /* fail() without a code */
-  MW_FAIL_CAPACITY = -1,     /* no free frame or future slot for a spawn */
+  MW_FAIL_CAPACITY = -1,     /* no free frame, future slot or waiter node */
   MW_FAIL_STALE = -2,        /* awaited or read a stale future handle */
-  MW_FAIL_AWAITED = -3,      /* a second task awaited a future that already has a waiter */
+  MW_FAIL_AWAITED = -3,      /* (unused since futures take any number of waiters) */
   MW_FAIL_CHILD = -4,        /* an awaited child failed */
   MW_FAIL_NOT_READY = -5,    /* value() of a future that is not complete */
   MW_FAIL_BAD_KIND = -6,     /* descriptor named a kind this executor does not have */
@@ -115,28 +154,30 @@ enum mw_fail_code {
 #define MW_MSG_BYTES 96
 
 typedef struct mw_slot {
-  mw_u64 ctl;     /* see above; all changes by atomicCAS / atomicExch */
+  mw_u64 ctl;     /* see above; changed by atomicCAS / atomicExch (plain store: private) */
   mw_u64 value;   /* result bits, valid once CLOSED */
   mw_u32 status;  /* enum mw_status, valid once CLOSED; device slots: PENDING from the spawn */
   mw_u32 rtype;   /* enum mw_rtype of the producer's result */
   mw_i32 code;    /* failure code when status is FAILED or CANCELLED (MW_FAIL_CANCELLED) */
-  mw_u32 refs;    /* device slots: producer + owner references; freed at 0 (atomicSub) */
+  mw_u32 refs;    /* device slots: producer + owner + holders, see References */
   mw_u32 sibling; /* next slot (index + 1) in the owning task's child list; owner-only */
   mw_u32 kind;    /* producer's kind id, for messages */
-  mw_u64 fref;    /* producer's frame: epoch << 32 | (frame index + 1); 0 = none yet. Written
-                   * by whoever sets the frame up (spawn, inbox take) before the task can run;
-                   * read by cancellers, who check the epoch against the frame's join. */
+  mw_u64 fref;    /* producer's frame: epoch << 32 | (frame index + 1); 0 = none (not started,
+                   * or running without a frame). Written by whoever gives the task a frame,
+                   * before it can suspend; read by cancellers, who check the epoch against
+                   * the frame's join. */
   char msg[MW_MSG_BYTES]; /* failure message, NUL-terminated */
 } mw_slot;            /* 144 bytes */
 
 /* ---- frames (device memory) --------------------------------------------------------------
- * A frame is the whole state of one task: this header, then the task's parameters and
- * declared locals (the generated struct). Frames are frame_bytes apart in one array.
- * A frame is owned by exactly one worker at a time: the one running it, or, while it is
- * suspended, nobody (it is reachable only through the waiter word of the slots it awaits, and
- * through its producer slot's fref for a canceller); whoever makes it runnable owns it next.
- * A task woken by a canceller leaves registrations behind: its frame outlives the task until
- * the last of them completes (DONE below). */
+ * A frame is the whole state of one task that left its warp (suspended, or queued in the
+ * global run queue, or a bulk task): this header, then the task's parameters and declared
+ * locals (the generated struct). Frames are frame_bytes apart in one array. A task running
+ * inline has no frame. A frame is owned by exactly one worker at a time: the one running it,
+ * or, while it is suspended, nobody (it is reachable only through the waiter nodes of the
+ * slots it awaits, and through its producer slot's fref for a canceller); whoever makes it
+ * runnable owns it next. A task woken by a canceller leaves registrations behind: its frame
+ * outlives the task until the last of them completes (DONE below). */
 #define MW_FRAME_HDR_BYTES 64u
 
 /* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
@@ -152,21 +193,18 @@ enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR
  *   WOKEN  a canceller took over the wake-up (set once, by CAS, see Cancellation above)
  *   DONE   the task has finished while COUNT was not zero: the frame is freed by the
  *          completion that brings COUNT to zero
- * Await (task, lane 0): store join = epoch | HOLD + n; __threadfence() (SC, pairs with the
- *   canceller's step 2: either the task sees CANCEL in its own ctl, or the canceller sees this
- *   store); read own ctl: if cancelled, take HOLD + n back and stop. Else register on each
- *   future, then atomically subtract HOLD + (futures already complete). If the result has
- *   WOKEN the task goes on (a canceller came while it registered: it will stop); if COUNT is
- *   zero it goes on; else it is suspended.
+ * Suspend (task, lane 0, its frame written): store join = epoch | HOLD + n; __threadfence()
+ *   (SC, pairs with the canceller's step 2: either the task sees CANCEL in its own ctl, or the
+ *   canceller sees this store); read own ctl: if cancelled, take HOLD + n back and stop. Else
+ *   register on each future, then atomically subtract HOLD + (futures already complete). If
+ *   the result has WOKEN the task goes on (a canceller came while it registered: it will
+ *   stop); if COUNT is zero it goes on (on its warp, frame kept); else it is suspended.
  * Completion of an awaited future: atomically subtract 1. A result of exactly 0 makes the task
  *   runnable; a result with COUNT zero and DONE set frees the frame; anything else does
  *   nothing (more to come, the task is registering, or a canceller woke it).
- * Finish: a task whose join has WOKEN may still have registrations outstanding (it was woken
- *   while suspended). It takes back the first one (await_f[1], recorded when registering) with
- *   a CAS of that slot's ctl from (gen, its waiter word) to the same without waiter, and on
- *   success subtracts 1 from COUNT itself (that future's completion will not). Then it sets
- *   DONE with atomicOr and frees the frame only if COUNT was zero. A task without WOKEN has
- *   COUNT zero and frees its frame at once. */
+ * Finish: a task whose join has WOKEN may still have registrations outstanding. It sets DONE
+ *   with atomicOr and frees the frame only if COUNT was zero. A task without WOKEN has COUNT
+ *   zero and frees its frame at once. */
 #define MW_JOIN_COUNT 0x00ffffffu
 #define MW_JOIN_HOLD 0x01000000u
 #define MW_JOIN_WOKEN 0x02000000u
@@ -179,8 +217,7 @@ typedef struct mw_frame_hdr {
   mw_u64 join;     /* epoch << 32 | MW_JOIN_* bits, see above */
   mw_u32 flags;    /* enum mw_frame_flags */
   mw_u32 children; /* first owned child slot (index + 1), 0 = none */
-  mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale, 2: another
-                      * waiter); [1] the first future it registered on */
+  mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale) */
   /* bulk: n instances share this frame; each queue entry holds one reference */
   mw_u32 bulk_n;
   mw_u32 bulk_next; /* next index to claim (atomicAdd; atomicExch to n when cancelled) */
@@ -188,8 +225,13 @@ typedef struct mw_frame_hdr {
   mw_u32 bulk_refs; /* queue entries + running workers holding the frame (atomicAdd/Sub) */
 } mw_frame_hdr;
 
+/* ---- waiter nodes (device memory) ----------------------------------------------------------
+ * frame | (mw_u64)next << 32, next = node index + 1 (0 ends the list). A free node's next links
+ * the free stack. Nodes are allocated from the worker's cache, else the Treiber stack. */
+#define MW_NODE(frame, next) ((mw_u64)(frame) | ((mw_u64)(next) << 32))
+
 /* ---- queue entries -------------------------------------------------------------------------
- * A run queue holds frame indices (u32). MW_NONE is "empty". */
+ * The global run queue holds frame indices (u32). MW_NONE is "empty". */
 #define MW_NONE 0xffffffffu
 
 /* ---- inbox ring (pinned; host produces, device workers consume) ---------------------------
@@ -209,7 +251,11 @@ typedef struct mw_frame_hdr {
  * for ticket t + cap, after the device freed it). A worker that copies a spawn with that flag
  * completes its future as cancelled without running it. Whether the device read the flag
  * before or after the store is a race the host cannot see, so it always sends the cancel
- * message too: a second request for a cancelled or complete future is a no-op. */
+ * message too: a second request for a cancelled or complete future is a no-op.
+ * A spawn whose arguments hold futures: the worker that takes it adds a holder reference to
+ * each (atomicAdd on the slot's refs, or on hrefs for a host slot) before anything can run;
+ * the host keeps each such host future (and does not reuse its slot) until the spawn has
+ * completed and hrefs reads 0. */
 #define MW_INBOX_ARG_BYTES 96u
 
 typedef struct mw_inbox_cell {
@@ -229,7 +275,10 @@ enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u }
  * never finds it full (each host slot completes once before the host can reuse it).
  * Device: t = atomicAdd(comp_tail, 1); fill cell t % cap; sys-release seq = t + 1.
  * Host: for its head t, host-acquire seq == t + 1, read, then host-release seq = t + cap
- *   (not read by the device, kept for symmetry and debugging), head = t + 1. */
+ *   (not read by the device, kept for symmetry and debugging), head = t + 1.
+ * Before writing a record the worker adds its counters to its statistics rows (see Counters),
+ * so a host that saw a completion reads counters that include the work of every task it
+ * waited for. */
 typedef struct mw_comp_cell {
   mw_u64 seq;
   mw_u64 fut;
@@ -243,22 +292,23 @@ typedef struct mw_comp_cell {
 
 /* ---- control block (pinned) ---------------------------------------------------------------
  * Polling: the first MW_POLLERS workers take from the inbox when they are idle, and also, when
- *   busy, every 20 us between tasks and between chunks of a bulk task, so host spawns and
- *   cancel requests are not held up while the device has other work.
+ *   busy, every 20 us at their spawns and awaits and between chunks of a bulk task, so host
+ *   spawns and cancel requests are not held up while the device has other work.
  * Stopping: the host writes mw_state.stop = 1 into device memory (a copy on a stream of its
  *   own, which does not wait for the executor); every worker reads it with a volatile load at
- *   the top of its loop, takes no new task, hands its queued work to the global queue and
- *   arrives at mw_state.stop_arrived (atomicAdd). The workers leave only all together: the
- *   add that makes stop_arrived == nworkers is the commit point, after which every worker
- *   exits. Until then an arrived worker waits, and if the host clears stop (a task ran past
- *   the host's deadline) it takes its arrival back with a CAS from a value < nworkers and
- *   goes back to work. So a stop either ends with every worker gone or with every worker at
- *   work, never with part of them (the executor would lose the workers a queued task needs).
+ *   the top of its loop (where no task of its runs), takes no new task, hands what its warp
+ *   holds to device memory (records become frames in the global run queue, caches go back to
+ *   the free stacks, counters to their rows) and arrives at mw_state.stop_arrived (atomicAdd).
+ *   The workers leave only all together: the add that makes stop_arrived == nworkers is the
+ *   commit point, after which every worker exits. Until then an arrived worker waits, and if
+ *   the host clears stop (a task ran past the host's deadline) it takes its arrival back with
+ *   a CAS from a value < nworkers and goes back to work. So a stop either ends with every
+ *   worker gone or with every worker at work, never with part of them.
  *   The host writes stop = 0 and stop_arrived = 0 (one copy) before each launch.
  *   Host memory is read only by the few pollers (hundreds of warps polling across the
  *   bus queue every host read behind theirs: measured as millisecond round trips).
  * heartbeat: the pollers sys-store the global timer while idle and every worker after each
- *   4096th task: the host watchdog reads it to say whether the executor is alive.
+ *   4096th task it starts from its loop: the host watchdog reads it.
  * exited: each worker atomically increments when it leaves; the host waits for all (or for
  *   the kernel to finish) before it relaunches.
  * Tracing is switched in device memory, not here: see "task traces" below. */
@@ -272,9 +322,10 @@ typedef struct mw_control {
 
 /* ---- task traces (device memory, allocated by the host while tracing) ----------------------
  * Each run of a task body on a worker (a "run": from the start or from the await it resumed at,
- * to its return, failure or next suspending await) is one event; a bulk worker's run of a chunk
- * of instances is one event. The body's run only: what the executor does between runs (taking,
- * completing, waking) shows as the gaps between a worker's events.
+ * to its return, failure or next await that leaves the body: a suspension, or a child run
+ * inline after it) is one event; a bulk worker's run of a chunk of instances is one event. The
+ * body's run only: what the executor does between runs (taking, completing, waking) shows as the
+ * gaps between a worker's events.
  *
  * trace_buf (one allocation): mw_trace_head head[trace_workers], then
  *   mw_trace_ev ev[trace_workers][trace_cap]; worker w owns head[w] and ev[w][*] and writes
@@ -300,8 +351,8 @@ typedef struct mw_control {
  *   Host stop: h2d trace_gen (even, g); then, while the executor runs, waits until
  *     trace_ack[w] == g for every running worker: from then on no worker touches the buffer
  *     (pairs with the worker's fence before its ack) and the host reads it with d2h. A worker
- *     that stays inside one run past the host's deadline is "busy": its events are read up to
- *     the count read before them, and the buffer is not freed until its ack reaches g.
+ *     that stays inside one task tree past the host's deadline is "busy": its events are read
+ *     up to the count read before them, and the buffer is not freed until its ack reaches g.
  * trace_ack (one u32 per worker of the runtime) is allocated at the first start and kept. */
 typedef struct mw_trace_head {
   mw_u64 count;   /* runs recorded or dropped by this worker */
@@ -320,53 +371,148 @@ typedef struct mw_trace_ev {
   mw_u8 n;       /* bulk: instances in the chunk (at most 64); 0 for a plain task */
 } mw_trace_ev;   /* 32 bytes */
 
-/* ---- per-worker state (device memory) -----------------------------------------------------
- * The deque is a Chase-Lev work-stealing deque of frame indices: the owner pushes and pops at
- * bottom, thieves CAS top. Owner push: write buf[b], dev-release bottom = b + 1. Owner pop:
- * bottom = b - 1; __threadfence(); read top; ... Thief: read top; __threadfence(); read bottom;
- * read buf[t]; CAS top t -> t + 1. The LIFO slot holds the next task to run on this warp;
- * only the owner touches it. The free caches hold recycled frame and slot indices that only
- * this worker allocates from (no atomics on the common path). */
-#define MW_DEQUE_CAP 256u
+/* ---- per-worker rows (device memory) --------------------------------------------------------
+ * Counters: each warp counts in its shared state (mw_wstate.cnt, frames taken and freed) and
+ * adds them to its rows here with atomicAdd (no result used) whenever it writes a completion
+ * record for the host, completes a future another warp may wait for, goes idle, and before it
+ * leaves. The host reads the rows with d2h: each is exact once every task it counted has been
+ * seen complete. */
 #define MW_CACHE_CAP 32u
+#define MW_MAX_KINDS 64u
 
 typedef struct mw_stat_row {
   mw_u64 spawned, completed, failed, cancelled;
 } mw_stat_row;
 
 typedef struct mw_worker {
-  /* read by thieves: each on a cache line of its own, apart from the owner's private state */
-  mw_u64 top;    /* thieves advance with atomicCAS */
-  mw_u64 pad_top[15];
-  mw_u64 bottom; /* owner only writes */
-  mw_u64 pad_bottom[15];
-  mw_u32 buf[MW_DEQUE_CAP];
-  /* the owner's own */
-  mw_u32 lifo;   /* next frame to run here, MW_NONE if none */
-  mw_u32 nfree_frames, nfree_slots;
-  mw_u32 rng;
-  mw_u64 steals;
+  mw_u64 steals;       /* records taken from other warps of the CTA and frames from the queue */
   mw_u64 idle_loops;
   /* frames this worker took from and gave back to the free lists (caches included): their
    * sums over the workers give the frames in use, deferred frees of cancelled tasks counted */
   mw_u64 frames_taken, frames_freed;
-  mw_u32 free_frames[MW_CACHE_CAP];
-  mw_u32 free_slots[MW_CACHE_CAP];
-  /* sim only: the frame (+1) whose body runs, and why the warp was restarted while it ran */
+  mw_u32 queued;       /* records in its warp when it last added its counters (a snapshot) */
+  /* sim only: the levels of the inline chain that ran when the warp was restarted, and why */
   mw_u32 running;
   char abort_msg[MW_MSG_BYTES];
 } mw_worker;
+
+/* ---- the warp's shared state (shared memory; mw_state.sim_cta on sim) -----------------------
+ * Spawn records (rec). State word: seq << 4 | enum mw_rec_state, changed only as follows:
+ *   FREE -> READY   the owner warp, after filling the record: cta-release (its lanes' stores
+ *                   __syncwarp'ed first). seq grows by one at each fill.
+ *   READY -> OWNED  the owner's claim (CAS): it runs the record inline or as its next task
+ *   READY -> TAKEN  a thief's claim (CAS; another warp of the CTA, or one publishing it to the
+ *                   global queue): only records whose t0 is at least MW_STEAL_AGE_NS old, so a
+ *                   child awaited soon after its spawn stays with its spawner
+ *   OWNED/TAKEN -> FREE  the claimer, after copying what it needs (cta-release)
+ * A record is a spawn not yet run (MW_RF_SPAWN: kind, fut and args, and a frame reserved for it)
+ * or a task with a frame that is runnable (a woken task; the waker's warp runs it next unless a
+ * thief takes it). flags may be or'ed by the owner while the record is OWNED (MW_RF_CANCELLED), and
+ * is read by the claimer after its claim.
+ * The other parts (kid, lv, caches, counters) belong to the warp alone. */
+#define MW_CTA_WARPS 4u        /* worker warps per CTA */
+#define MW_RECS 16u            /* spawn records per warp */
+#define MW_KIDS 16u            /* recent children per warp */
+#define MW_LEVELS 40u          /* deepest inline chain (levels) */
+#define MW_STEAL_AGE_NS 1000u  /* a record is taken by another warp only once this old */
+#define MW_TICK_NS 2000u       /* periodic checks of a busy warp: cancellation, publication, polling */
+
+enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
+/* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a
+ * spawn takes its frame from the warp's cache at once, so capacity is counted as before and a
+ * record can always become a frame) but not written; else frame is a runnable task's.
+ * MW_RF_CANCELLED: its owner cancelled the spawn: it completes cancelled without running. */
+enum mw_rec_flags { MW_RF_SPAWN = 1u, MW_RF_CANCELLED = 2u };
+
+typedef struct mw_rec {
+  mw_u32 state;  /* seq << 4 | enum mw_rec_state */
+  mw_u32 kind;
+  mw_u64 fut;
+  mw_u64 t0;     /* globaltimer when it became READY */
+  mw_u32 frame;  /* the spawn's reserved frame, or a runnable task's (see MW_RF_SPAWN) */
+  mw_u32 flags;  /* enum mw_rec_flags */
+  mw_u32 epoch;  /* the owner's share epoch at the spawn */
+  mw_u32 sibling; /* the slot's sibling link as written at the spawn */
+  mw_u8 args[MW_INBOX_ARG_BYTES];
+} mw_rec; /* 136 bytes */
+
+/* A child that completed inline, as its owner level sees it: its result, so that value() and
+ * release() touch no device memory. A spawn still waiting is found in the records. */
+enum mw_kid_state { MW_KID_NONE = 0, MW_KID_DONE = 1 };
+
+typedef struct mw_kid {
+  mw_u64 fut;
+  mw_u64 value;
+  mw_u32 sibling; /* the slot's sibling link as written at the spawn */
+  mw_u32 epoch;   /* the warp's share epoch at the spawn */
+  mw_u8 state;    /* enum mw_kid_state */
+  mw_u8 status;   /* enum mw_status */
+  mw_u8 rtype;    /* enum mw_rtype */
+  mw_u8 level;    /* the owning level */
+  mw_u8 priv;     /* completed privately: its slot still counts the producer's reference */
+  mw_u8 pad[3];
+} mw_kid; /* 32 bytes */
+
+/* A level of the warp's inline chain: level 0 is the task the warp took from a record, the
+ * global queue or the inbox; level d + 1 is a child that level d awaits and runs inline, or a
+ * *nested root*: a woken task in a record of the CTA that waited MW_STEAL_AGE_NS, which the warp
+ * runs while level d waits at an await, so that a woken task does not wait for a busy warp's
+ * whole chain (spawns nobody took wait for an idle worker, the owner's await or its loop). A root level (MW_LV_ROOT) completes with the exchange, and when it
+ * finishes or suspends the level below goes on with its await; cancellation of a level reaches
+ * the levels above it up to the next root. Its frame (one copy per lane) is at byte off of the
+ * lane stacks, the futures of the await in progress right after it. */
+enum mw_level_flags {
+  MW_LV_CANCELLED = 1u, /* it saw its cancellation: it stops at its next spawn or await */
+  MW_LV_PUBLIC = 2u,    /* its frame was written and its slot's fref set: it completes with the
+                         * exchange, never privately */
+  MW_LV_ROOT = 4u       /* a task the warp took (level 0, or nested): see below */
+};
+
+typedef struct mw_level {
+  mw_u64 fut;       /* the future it completes */
+  mw_u64 bad;       /* the await in progress: first failed future (1: stale or invalid) */
+  mw_u32 kind, resume;
+  mw_u32 frame;     /* its frame in device memory (reserved at the spawn; written when it
+                     * suspends: MW_LV_PUBLIC) */
+  mw_u32 children;  /* owned children list head (slot index + 1) */
+  mw_u32 flags;     /* enum mw_level_flags */
+  mw_u32 epoch;     /* the share epoch at its spawn (inline levels) */
+  mw_u32 off;       /* byte offset of its frame in the lane stacks */
+  mw_u32 sibling;   /* its slot's sibling link (inline levels) */
+  mw_u16 naw, cur;  /* the await in progress: futures, and the next one to look at */
+  mw_u32 pad;
+} mw_level; /* 56 bytes */
+
+typedef struct mw_wstate {
+  mw_rec rec[MW_RECS];
+  mw_kid kid[MW_KIDS];
+  mw_level lv[MW_LEVELS];
+  mw_u32 free_frames[MW_CACHE_CAP];
+  mw_u32 free_slots[MW_CACHE_CAP];
+  mw_u32 slot_gen[MW_CACHE_CAP];   /* the generation each cached slot's next handle gets */
+  mw_u32 free_nodes[MW_CACHE_CAP];
+  mw_u32 nfree_frames, nfree_slots, nfree_nodes;
+  mw_u32 depth;     /* levels running (0: none); read by the sim after a warp restart */
+  mw_u32 epoch;     /* share epoch (see Private completion) */
+  mw_u32 kid_next;  /* where the next child entry goes (ring) */
+  mw_u32 rec_seq;
+  mw_u64 tick;      /* globaltimer of the last tick */
+  mw_u64 polled;    /* pollers: when the inbox was last looked at */
+  mw_u64 dirty;     /* kinds whose counters are not yet in the rows */
+  mw_u32 frames_taken, frames_freed, steals, pad;
+  mw_u32 cnt[MW_MAX_KINDS][4]; /* spawned, completed, failed, cancelled since the last flush */
+} mw_wstate;
 
 /* ---- the executor state (device memory; one per runtime) ----------------------------------
  * The host allocates every array, fills this struct and copies it to the device before the
  * first launch; it survives relaunches (kernel rebuilds), so nothing lives in module globals.
  * Capacity: nframes frames, nslots future slots of which the first host_slots belong to the
- * host (allocated by the host, never entered in the device free list). */
+ * host (allocated by the host, never entered in the device free list), nnodes waiter nodes. */
 typedef struct mw_state {
   /* sizes */
   mw_u32 nframes, frame_bytes, nslots, host_slots;
   mw_u32 nworkers, nkinds, inbox_cap, comp_cap;
-  mw_u32 gq_cap, cache_cap, pad0, pad1;
+  mw_u32 gq_cap, cache_cap, nnodes, pad1;
   /* pinned, device addresses */
   mw_control *ctl;
   mw_inbox_cell *inbox;
@@ -380,15 +526,22 @@ typedef struct mw_state {
   mw_u32 *slot_next;   /* free-stack links for device slots */
   mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */
   mw_u64 *gq_seq;      /* Vyukov MPMC sequence per cell */
+  mw_u64 *nodes;       /* waiter nodes (MW_NODE) */
+  mw_u32 *hrefs;       /* host slots: holder references taken by tasks */
+  mw_wstate *sim_cta;  /* sim: the CTAs' shared state, MW_CTA_WARPS per CTA; NULL on cuda */
   /* counters and stack heads (device, atomics) */
   mw_u64 frame_head;   /* Treiber head: tag << 32 | (index + 1) */
   mw_u64 slot_head;
+  mw_u64 node_head;
   mw_u64 gq_head, gq_tail;
   mw_u64 inbox_head;   /* next inbox ticket to take */
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
   mw_u32 stop;         /* written by the host (see Stopping above) */
   mw_u32 stop_arrived; /* workers waiting to leave (see Stopping above); follows stop */
+  mw_u32 hungry;       /* workers that found nothing to do (atomicAdd/Sub); busy warps publish
+                        * aged records to the global queue while it is not 0 */
+  mw_u32 pad2;
   mw_u64 t0;           /* globaltimer at the first launch */
   /* tracing, written by the host (see "task traces" above) */
   mw_u32 trace_gen;     /* odd while on */
@@ -398,7 +551,5 @@ typedef struct mw_state {
   mw_u8 *trace_buf;
   mw_u32 *trace_ack;    /* per worker: the last trace_gen it acted on */
 } mw_state;
-
-#define MW_MAX_KINDS 64u
 
 #endif /* MW_PROTOCOL_H */

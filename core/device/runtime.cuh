@@ -1,12 +1,18 @@
-/* runtime.cuh - the device executor: worker loop, queues, pools, futures and the device API of tasks.
+/* runtime.cuh - the device executor: the warp's inline chain, spawn records, futures, the scheduler loop and the task API.
  *
  * Compiled at run time together with the generated task code: by NVRTC for the GPU, by the host
- * C++ compiler against sim_shim.h for the sim backend. All layouts and handshakes with the host
- * are in protocol.h. A worker is a warp; every function here marked "collective" must be called
- * by all 32 lanes together: lane 0 does the work and the result is broadcast.
+ * C++ compiler against sim_shim.h for the sim backend. The layouts and handshakes with the host,
+ * and between warps, are in protocol.h (read its closing paragraph first). A worker is a warp;
+ * every function marked "collective" is called by all 32 lanes together: lane 0 does the work
+ * and the result is broadcast. Functions marked "lane 0" run in lane 0 only.
  *
- * The generated code defines, after this file: the kind table (mw_kind_rtype, mw_kind_name) and
- * mw_dispatch(), which runs one step of a task body.
+ * The generated code defines, before this file, MW_FRAME_PAYLOAD (bytes of parameters and locals
+ * a frame holds) and MW_LSTACK_BYTES (bytes of each lane's stack of inline frames); after it, the
+ * kind table (mw_kind, mw_kind_name) and mw_dispatch(), which runs one step of a task body.
+ *
+ * Where the time goes is the design: the common path (spawn a child, await it, it returns, read
+ * its value, release it) touches shared memory and the lane stacks only. Device memory is read
+ * when a future comes from elsewhere, and fenced when something is handed to another warp.
  */
 #ifndef MW_RUNTIME_CUH
 #define MW_RUNTIME_CUH
@@ -16,6 +22,8 @@
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
 #define MW_CONVERGE(what, line, key) __mw_sim_converge(MW_FULL, what, line, key)
+#define MW_FENCE() __threadfence()
+#define MW_FENCE_CTA() __threadfence_block()
 #else
 __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
   mw_u64 t;
@@ -24,6 +32,10 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 }
 #define MW_GLOBALTIMER() mw_globaltimer_dev()
 #define MW_CONVERGE(what, line, key) 0
+/* release or acquire with the volatile/atomic access next to it (protocol.h, vocabulary); where
+ * a store must be ordered before a later load of other threads' data, __threadfence() (SC) */
+#define MW_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+#define MW_FENCE_CTA() asm volatile("fence.acq_rel.cta;" ::: "memory")
 #endif
 
 /* The generator checks that the host's layout of each argument struct is the compiler's. */
@@ -34,18 +46,10 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 #define MW_CHECK_OFFSET(type, member, off) static_assert(true, "")
 #endif
 
-/* MW_FENCE orders this thread's accesses before and after it (release or acquire with the
- * volatile/atomic access next to it). Where an order between a store and a later load of other
- * threads' data is needed (the deque's owner and thieves), __threadfence() (SC) is used. */
-#ifdef MW_SIM
-#define MW_FENCE() __threadfence()
-#else
-#define MW_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
-#endif
-
 #ifndef MW_POLLERS
 #define MW_POLLERS 4u
 #endif
+#define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
 
 /* ---- futures as task code sees them -------------------------------------------------------- */
 struct future {
@@ -56,38 +60,66 @@ struct future {
 #define MW_FUT_NOSLOT 0xfffffffffffffffeull
 /* The future of a spawn that a cancelled task skipped: reads as cancelled. */
 #define MW_FUT_SKIPPED 0xfffffffffffffffdull
+/* level.bad values that are not futures */
+#define MW_BAD_STALE 1ull
+#define MW_BAD_NODES 3ull
 
-enum { MW_RUN_DONE = 0, MW_RUN_SUSPEND = 1, MW_RUN_FAIL = 2 };
+/* How a run of a body ended (mw_ctx.status). CALL: an await claimed a child that runs inline
+ * at the next level; SUSPEND: the level registered as a waiter and left the warp. */
+enum { MW_RUN_DONE = 0, MW_RUN_SUSPEND = 1, MW_RUN_FAIL = 2, MW_RUN_CALL = 3 };
 
-struct mw_ctx {
-  mw_state *st;
-  mw_worker *w;
-  mw_u32 wid, lane;
-  mw_u32 frame;      /* index of the running frame */
-  mw_frame_hdr *hdr; /* its header */
-  mw_u8 *home;       /* its payload in device memory; the body runs on a per-lane copy */
-  mw_u32 index;      /* bulk instance index, 0 for plain tasks */
-  mw_u32 resume;     /* resume point, read by every lane before any lane runs the body */
-  mw_u32 bulk;       /* 1 while running a bulk instance */
-  int status;        /* MW_RUN_* set by the body's exits */
-  int fail_code;
-  mw_u64 value;      /* result bits */
-  const char *fail_msg;
-  mw_u64 fail_fut;   /* failed child whose message is propagated, 0 if none */
-  mw_u32 cancelled;  /* the task saw its cancellation (start, spawn or await): it ends cancelled */
-  mw_u64 polled;     /* pollers: when this worker last looked at the inbox (globaltimer, lane 0) */
-  char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
-  /* tracing, lane 0 only (NULL in the other lanes): see protocol.h, task traces */
-  mw_u32 trace_gen;  /* the mw_state.trace_gen this worker acted on last */
-  mw_u32 trace_cap;
-  mw_u64 trace_n;    /* its head's count */
-  mw_trace_head *trace_head;
-  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
-  mw_trace_ev trace_run; /* the run being recorded (kept here, not live across the body) */
+/* What the generated kind table says of each kind. */
+struct mw_kind_info {
+  mw_u32 rtype;       /* enum mw_rtype */
+  mw_u32 frame_bytes; /* sizeof its frame struct (parameters and locals) */
+  mw_u32 args_bytes;  /* bytes of its argument struct as spawns copy it (multiple of 8) */
+  mw_u32 futargs;     /* bit i: the 8 argument bytes at 8 * i are a future */
 };
 
-__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind);
-__device__ mw_u32 mw_kind_rtype(mw_u32 kind);
+struct mw_ctx {
+  /* settings, copied once at the start: never re-read from writable memory */
+  mw_state *st;
+  mw_slot *slots;
+  mw_u8 *frames;
+  mw_u64 *nodes;
+  mw_u32 frame_bytes, nslots, host_slots, cache_cap;
+  /* the worker */
+  mw_wstate *ws;  /* its warp's shared state */
+  mw_wstate *cta; /* the states of its CTA's warps */
+  mw_worker *gw;  /* its row in device memory */
+  mw_u32 wid, lane, cw, cn; /* worker, lane, warp in the CTA, warps in the CTA */
+  mw_u8 *stk;     /* this lane's stack of inline frames */
+  /* the running level */
+  mw_u32 d;
+  mw_level *lv;
+  mw_u32 resume;  /* read by every lane before the body runs */
+  mw_u32 index;   /* bulk instance index, 0 for plain tasks */
+  mw_u32 bulk;    /* 1 while running a bulk instance */
+  int status;     /* MW_RUN_* set by the body's exits */
+  int fail_code;
+  mw_u64 value;   /* result bits */
+  const char *fail_msg;
+  mw_u64 fail_fut;   /* failed child whose outcome is propagated, 0 if none */
+  mw_u32 cancelled;  /* the running level stops at its next spawn or await: it ends cancelled */
+  mw_u32 idle;       /* counted in mw_state.hungry */
+  mw_u32 calls;      /* spawns and awaits (each lane counts them alike), for the tick */
+  mw_u32 kind, off;  /* the running level's kind and frame offset, in every lane */
+  mw_u32 lost;       /* sim: the lane stacks were lost with a warp restart */
+  mw_u32 nest;       /* a woken task waits in the CTA: the next await runs it first */
+  mw_u32 yield;      /* the host asks the executor to stop: awaits suspend rather than run inline */
+  mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
+  char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
+  /* tracing, lane 0 only: see protocol.h, task traces */
+  mw_u32 trace_gen;
+  mw_u32 trace_cap;
+  mw_u64 trace_n;
+  mw_trace_head *trace_head;
+  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
+  mw_trace_ev trace_run;
+};
+
+__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
+__device__ const mw_kind_info *mw_kind(mw_u32 kind);
 __device__ const char *mw_kind_name(mw_u32 kind);
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -111,16 +143,59 @@ __device__ __forceinline__ mw_u64 mw_add64(mw_u64 *p, mw_u64 v) {
 __device__ __forceinline__ mw_u64 mw_or64(mw_u64 *p, mw_u64 v) {
   return (mw_u64)atomicOr((unsigned long long *)p, (unsigned long long)v);
 }
-__device__ __forceinline__ mw_frame_hdr *mw_frame(mw_state *st, mw_u32 f) {
-  return (mw_frame_hdr *)(st->frames + (mw_u64)f * st->frame_bytes);
+__device__ __forceinline__ mw_u32 mw_round16(mw_u32 n) { return (n + 15u) & ~15u; }
+__device__ __forceinline__ mw_frame_hdr *mw_frame(mw_ctx *c, mw_u32 f) {
+  return (mw_frame_hdr *)(c->frames + (mw_u64)f * c->frame_bytes);
 }
-__device__ __forceinline__ mw_stat_row *mw_stat(mw_ctx *c, mw_u32 kind) {
-  return &c->st->stats[(mw_u64)c->wid * MW_MAX_KINDS + (kind < MW_MAX_KINDS ? kind : 0)];
+__device__ __forceinline__ bool mw_is_future(mw_u64 h) {
+  return h != 0 && h != MW_FUT_NOSLOT && h != MW_FUT_SKIPPED;
 }
 __device__ void mw_strcpy(char *dst, const char *src, int cap, int at) {
   int i = at;
   for (; src && *src && i < cap - 1; ++src, ++i) dst[i] = *src;
   dst[i] = 0;
+}
+/* dst = "prefix: msg" (or msg alone), at most MW_MSG_BYTES with the NUL */
+__device__ void mw_compose(char *dst, const char *prefix, const char *msg) {
+  int n = 0;
+  dst[0] = 0;
+  if (prefix) {
+    mw_strcpy(dst, prefix, MW_MSG_BYTES, 0);
+    while (dst[n]) ++n;
+    mw_strcpy(dst, ": ", MW_MSG_BYTES, n);
+    while (dst[n]) ++n;
+  }
+  mw_strcpy(dst, msg, MW_MSG_BYTES, n);
+}
+
+/* ---- counters (protocol.h, per-worker rows): lane 0 ---------------------------------------- */
+enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
+__device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) {
+  mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
+  c->ws->cnt[k][which]++;
+  c->ws->dirty |= 1ull << k;
+}
+/* Adds the warp's counters to its rows (atomics whose results nobody waits for). */
+__device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  mw_stat_row *rows = c->st->stats + (mw_u64)c->wid * MW_MAX_KINDS;
+  for (mw_u64 m = ws->dirty; m; m &= m - 1) {
+    int k = __ffsll((long long)m) - 1;
+    mw_u64 *row = (mw_u64 *)&rows[k];
+    for (int j = 0; j < 4; ++j)
+      if (ws->cnt[k][j]) {
+        mw_add64(&row[j], ws->cnt[k][j]);
+        ws->cnt[k][j] = 0;
+      }
+  }
+  ws->dirty = 0;
+  if (ws->frames_taken) mw_add64(&c->gw->frames_taken, ws->frames_taken);
+  if (ws->frames_freed) mw_add64(&c->gw->frames_freed, ws->frames_freed);
+  if (ws->steals) mw_add64(&c->gw->steals, ws->steals);
+  ws->frames_taken = ws->frames_freed = ws->steals = 0;
+  mw_u32 q = 0;
+  for (mw_u32 r = 0; r < MW_RECS; ++r) q += (ws->rec[r].state & 15u) == MW_REC_READY;
+  c->gw->queued = q;
 }
 
 /* ---- free stacks: Treiber stacks with a tag against ABA ------------------------------------
@@ -142,52 +217,122 @@ __device__ void mw_stack_push(mw_u64 *head, mw_u32 *next, mw_u32 i) {
   for (;;) {
     mw_u64 h = mw_ld64(head);
     mw_st32(&next[i], (mw_u32)h);
-    MW_FENCE(); /* the link before the head that publishes it */
+    MW_FENCE(); /* the link (and the entry's contents) before the head that publishes it */
     mw_u64 n = ((h >> 32) + 1) << 32 | (mw_u64)(i + 1);
     if (mw_cas64(head, h, n) == h) return;
   }
 }
+/* Waiter nodes link their free stack through the high word of the node itself. */
+__device__ mw_u32 mw_node_pop(mw_ctx *c) {
+  mw_u64 *head = &c->st->node_head;
+  for (;;) {
+    mw_u64 h = mw_ld64(head);
+    mw_u32 top = (mw_u32)h;
+    if (top == 0) return MW_NONE;
+    mw_u32 nx = (mw_u32)(mw_ld64(&c->nodes[top - 1]) >> 32);
+    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | nx) == h) {
+      MW_FENCE();
+      return top - 1;
+    }
+  }
+}
+__device__ void mw_node_push(mw_ctx *c, mw_u32 i) {
+  mw_u64 *head = &c->st->node_head;
+  for (;;) {
+    mw_u64 h = mw_ld64(head);
+    mw_st64(&c->nodes[i], (mw_u64)(mw_u32)h << 32);
+    MW_FENCE();
+    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | (mw_u64)(i + 1)) == h) return;
+  }
+}
 
-/* Per-worker caches in front of the stacks: no atomics while a worker recycles its own. */
+/* ---- the warp's caches in front of the stacks (no atomics while a warp recycles its own) --- */
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
-  mw_worker *w = c->w;
-  mw_u32 f = w->nfree_frames ? w->free_frames[--w->nfree_frames]
-                             : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
-  if (f != MW_NONE) w->frames_taken++;
+  mw_wstate *ws = c->ws;
+  mw_u32 f = ws->nfree_frames ? ws->free_frames[--ws->nfree_frames]
+                              : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
+  if (f != MW_NONE) ws->frames_taken++;
   return f;
 }
 __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
-  mw_worker *w = c->w;
-  w->frames_freed++;
-  if (w->nfree_frames < c->st->cache_cap) {
-    w->free_frames[w->nfree_frames++] = f;
+  mw_wstate *ws = c->ws;
+  ws->frames_freed++;
+  if (ws->nfree_frames < c->cache_cap) {
+    ws->free_frames[ws->nfree_frames++] = f;
     return;
   }
   mw_stack_push(&c->st->frame_head, c->st->frame_next, f);
 }
-__device__ mw_u32 mw_slot_alloc(mw_ctx *c) {
-  mw_worker *w = c->w;
-  if (w->nfree_slots) return w->free_slots[--w->nfree_slots];
-  return mw_stack_pop(&c->st->slot_head, c->st->slot_next);
+/* A free device slot and the generation its next handle gets. */
+__device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
+  mw_wstate *ws = c->ws;
+  if (ws->nfree_slots) {
+    --ws->nfree_slots;
+    *gen = ws->slot_gen[ws->nfree_slots];
+    return ws->free_slots[ws->nfree_slots];
+  }
+  mw_u32 s = mw_stack_pop(&c->st->slot_head, c->st->slot_next);
+  if (s != MW_NONE) *gen = (mw_u32)(mw_ld64(&c->slots[s].ctl) >> 32) + 1u;
+  return s;
 }
-__device__ void mw_slot_free(mw_ctx *c, mw_u32 s) {
-  mw_worker *w = c->w;
-  if (w->nfree_slots < c->st->cache_cap) {
-    w->free_slots[w->nfree_slots++] = s;
+/* Frees device slot s whose last handle had generation gen (its ctl is (gen, CLOSED));
+ * MW_NONE: not known here, read it. */
+__device__ void mw_slot_free(mw_ctx *c, mw_u32 s, mw_u32 gen) {
+  mw_wstate *ws = c->ws;
+  if (ws->nfree_slots < c->cache_cap) {
+    if (gen == MW_NONE) gen = (mw_u32)(mw_ld64(&c->slots[s].ctl) >> 32);
+    ws->slot_gen[ws->nfree_slots] = gen + 1u;
+    ws->free_slots[ws->nfree_slots++] = s;
     return;
   }
   mw_stack_push(&c->st->slot_head, c->st->slot_next, s);
 }
-/* Drops one reference to a device slot; the last one frees it. Host slots are the host's. */
-__device__ void mw_slot_unref(mw_ctx *c, mw_u32 s) {
-  if (s < c->st->host_slots) return;
+__device__ mw_u32 mw_node_alloc(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  return ws->nfree_nodes ? ws->free_nodes[--ws->nfree_nodes] : mw_node_pop(c);
+}
+__device__ void mw_node_free(mw_ctx *c, mw_u32 n) {
+  mw_wstate *ws = c->ws;
+  if (ws->nfree_nodes < MW_CACHE_CAP) {
+    ws->free_nodes[ws->nfree_nodes++] = n;
+    return;
+  }
+  mw_node_push(c, n);
+}
+/* Drops n references to slot s (generation gen) with an atomic: the last one frees it. Host
+ * slots count holders in hrefs; the host frees them. Lane 0. */
+__device__ void mw_slot_unref(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 n) {
+  if (s < c->host_slots) {
+    MW_FENCE();
+    atomicSub(&c->st->hrefs[s], n);
+    return;
+  }
   MW_FENCE();
-  if (atomicSub(&c->st->slots[s].refs, 1u) == 1u) mw_slot_free(c, s);
+  if (atomicSub(&c->slots[s].refs, n) == n) mw_slot_free(c, s, gen);
+}
+/* A holder's reference to future h (the caller holds it already, so never from 0). */
+__device__ void mw_slot_hold(mw_ctx *c, mw_u64 h) {
+  mw_u32 s = MW_FUT_SLOT(h);
+  if (!mw_is_future(h) || s >= c->nslots) return;
+  if (s < c->host_slots) atomicAdd(&c->st->hrefs[s], 1u);
+  else atomicAdd(&c->slots[s].refs, 1u);
+}
+/* Drops the references a task took on the futures among its arguments. Lane 0. */
+__device__ void mw_drop_holds(mw_ctx *c, mw_u32 futargs, const mw_u8 *args) {
+  for (mw_u32 m = futargs; m; m &= m - 1) {
+    mw_u64 h = ((const mw_u64 *)args)[__ffs((int)m) - 1];
+    mw_u32 s = MW_FUT_SLOT(h);
+    if (mw_is_future(h) && s < c->nslots) mw_slot_unref(c, s, MW_FUT_GEN(h), 1);
+  }
+}
+__device__ void mw_take_holds(mw_ctx *c, mw_u32 futargs, const mw_u8 *args) {
+  for (mw_u32 m = futargs; m; m &= m - 1) mw_slot_hold(c, ((const mw_u64 *)args)[__ffs((int)m) - 1]);
 }
 
 /* ---- global run queue: bounded MPMC (sequence per cell) -------------------------------------
  * Cell i holds ticket t when gq_seq[i] == t + 1; free for ticket t when gq_seq[i] == t.
- * Capacity exceeds the number of frames plus bulk references, so a push never finds it full. */
+ * Capacity exceeds the number of frames plus bulk references, so a push never finds it full.
+ * The push's fence also publishes the frame it carries. Lane 0. */
 __device__ void mw_gq_push(mw_state *st, mw_u32 f) {
   mw_u64 t = mw_add64(&st->gq_tail, 1);
   mw_u64 i = t & (st->gq_cap - 1);
@@ -215,105 +360,166 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
   }
 }
 
-/* ---- per-worker deque (Chase-Lev) ------------------------------------------------------------ */
-__device__ void mw_deque_push(mw_ctx *c, mw_u32 f) {
-  mw_worker *w = c->w;
-  mw_u64 b = w->bottom, t = mw_ld64(&w->top);
-  if (b - t >= MW_DEQUE_CAP) {
-    mw_gq_push(c->st, f);
-    return;
-  }
-  mw_st32(&w->buf[b % MW_DEQUE_CAP], f);
-  MW_FENCE(); /* the entry before bottom (pairs with the thief's fence after bottom) */
-  mw_st64(&w->bottom, b + 1);
-}
-__device__ mw_u32 mw_deque_pop(mw_ctx *c) {
-  mw_worker *w = c->w;
-  mw_u64 b = w->bottom;
-  if (b == mw_ld64(&w->top)) return MW_NONE;
-  b -= 1;
-  mw_st64(&w->bottom, b);
-  __threadfence(); /* bottom before top: a thief and the owner cannot both take the last */
-  mw_u64 t = mw_ld64(&w->top);
-  if ((long long)(t - b) > 0) { /* t > b: empty */
-    mw_st64(&w->bottom, b + 1);
-    return MW_NONE;
-  }
-  mw_u32 f = mw_ld32(&w->buf[b % MW_DEQUE_CAP]);
-  if (t == b) { /* the last entry: race the thieves for it */
-    if (mw_cas64(&w->top, t, t + 1) != t) f = MW_NONE;
-    mw_st64(&w->bottom, b + 1);
-  }
-  return f;
-}
-__device__ mw_u32 mw_deque_steal(mw_worker *v) {
-  mw_u64 t = mw_ld64(&v->top);
-  __threadfence();
-  mw_u64 b = mw_ld64(&v->bottom);
-  if ((long long)(b - t) <= 0) return MW_NONE;
-  mw_u32 f = mw_ld32(&v->buf[t % MW_DEQUE_CAP]);
-  if (mw_cas64(&v->top, t, t + 1) != t) return MW_NONE;
-  __threadfence();
-  return f;
-}
-
-/* Makes f the next task of this worker; the previous LIFO task goes to the deque. Lane 0. */
-__device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
-  mw_worker *w = c->w;
-  if (w->lifo != MW_NONE) mw_deque_push(c, w->lifo);
-  w->lifo = f;
-}
-
 /* Sets frame f up for a new task: its join gets the next epoch and no bits. Returns the fref
  * its future slot carries (protocol.h). Lane 0, owning the free frame. */
-__device__ mw_u64 mw_frame_open(mw_state *st, mw_u32 f) {
-  mw_frame_hdr *fh = mw_frame(st, f);
+__device__ mw_u64 mw_frame_open(mw_ctx *c, mw_u32 f) {
+  mw_frame_hdr *fh = mw_frame(c, f);
   mw_u64 ep = ((mw_ld64(&fh->join) >> 32) + 1) & 0xffffffffull;
   mw_st64(&fh->join, ep << 32);
   return (ep << 32) | (mw_u64)(f + 1);
 }
 
-/* Gives the running task's frame back (protocol.h, join: Finish). A task a canceller woke
- * first takes back its first registration if that future is still pending, so the future is
- * free for another awaiter at once. Lane 0. */
-__device__ void mw_frame_release(mw_ctx *c, mw_frame_hdr *h, mw_u32 f) {
+/* Gives a finished task's frame back (protocol.h, join: Finish). Lane 0. */
+__device__ void mw_frame_release(mw_ctx *c, mw_u32 f) {
+  mw_frame_hdr *h = mw_frame(c, f);
   if ((mw_u32)mw_ld64(&h->join) & MW_JOIN_WOKEN) {
-    mw_u64 fh = h->await_f[1];
-    if (fh) {
-      mw_slot *sl = &c->st->slots[MW_FUT_SLOT(fh)];
-      for (;;) {
-        mw_u64 old = mw_ld64(&sl->ctl);
-        mw_u32 w = (mw_u32)old;
-        if ((mw_u32)(old >> 32) != MW_FUT_GEN(fh) || w == MW_CTL_CLOSED || (w & MW_CTL_WAITER) != f + 1)
-          break; /* completed: its completion counts itself off */
-        if (mw_cas64(&sl->ctl, old, old & ~(mw_u64)MW_CTL_WAITER) == old) {
-          mw_add64(&h->join, ~0ull); /* the registration its completion would have counted off */
-          break;
-        }
-      }
-    }
     MW_FENCE();
     if ((mw_u32)mw_or64(&h->join, MW_JOIN_DONE) & MW_JOIN_COUNT) return; /* the last completion frees it */
   }
   mw_frame_free(c, f);
 }
 
-/* Whether the task of future fut was asked to cancel: its slot is pending for fut's generation
- * with the CANCEL bit. Lane 0. */
-__device__ bool mw_cancel_asked(mw_state *st, mw_u64 fut) {
-  mw_u64 ctl = mw_ld64(&st->slots[MW_FUT_SLOT(fut)].ctl);
+/* ---- spawn records (protocol.h, the warp's shared state) ----------------------------------- */
+#define MW_REC_ST(w) ((w)&15u)
+
+/* Turns record r, which this lane 0 has claimed (OWNED or TAKEN), into a frame in device memory
+ * that any worker can run: a spawn's reserved frame is written from its arguments, a runnable
+ * task has one already. The caller publishes it (the global queue's fence). Lane 0. */
+__device__ mw_u32 mw_rec_to_frame(mw_ctx *c, mw_rec *r) {
+  mw_u32 f = r->frame;
+  if (!(r->flags & MW_RF_SPAWN)) return f;
+  mw_frame_hdr *fh = mw_frame(c, f);
+  mw_u32 kind = r->kind;
+  const mw_kind_info *ki = mw_kind(kind);
+  fh->kind = kind;
+  fh->resume = 0;
+  fh->fut = r->fut;
+  fh->children = 0;
+  fh->flags = (r->flags & MW_RF_CANCELLED) ? MW_FR_CANCEL : 0u; /* it never runs */
+  fh->await_f[0] = fh->await_f[1] = 0;
+  fh->bulk_n = fh->bulk_next = fh->bulk_done = 0;
+  fh->bulk_refs = 1;
+  mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+  const mw_u32 *src = (const mw_u32 *)r->args;
+  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+  c->slots[MW_FUT_SLOT(r->fut)].fref = mw_frame_open(c, f);
+  return f;
+}
+
+/* A free record of this warp. When all are in use the oldest waiting one goes to the global
+ * run queue (as a frame) to make room. Lane 0. */
+__device__ mw_u32 mw_rec_get(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  for (;;) {
+    mw_u32 oldest = MW_NONE;
+    mw_u64 t_old = ~0ull;
+    for (mw_u32 i = 0; i < MW_RECS; ++i) {
+      mw_u32 s = mw_ld32(&ws->rec[i].state);
+      if (MW_REC_ST(s) == MW_REC_FREE) return i;
+      if (MW_REC_ST(s) == MW_REC_READY && ws->rec[i].t0 < t_old) {
+        t_old = ws->rec[i].t0;
+        oldest = i;
+      }
+    }
+    if (oldest == MW_NONE) { /* every record is being copied by a thief: a moment */
+      __nanosleep(64);
+      continue;
+    }
+    mw_rec *r = &ws->rec[oldest];
+    mw_u32 s = mw_ld32(&r->state);
+    if (MW_REC_ST(s) != MW_REC_READY || atomicCAS(&r->state, s, (s & ~15u) | MW_REC_OWNED) != s) continue;
+    mw_gq_push(c->st, mw_rec_to_frame(c, r));
+    mw_st32(&r->state, (s & ~15u) | MW_REC_FREE);
+    return oldest;
+  }
+}
+
+/* Makes record r (FREE, this warp's) READY with what its fields hold now. Lane 0, after the
+ * lanes that wrote its arguments passed a __syncwarp. */
+__device__ void mw_rec_ready(mw_ctx *c, mw_u32 r) {
+  mw_rec *rec = &c->ws->rec[r];
+  rec->t0 = MW_GLOBALTIMER();
+  mw_u32 seq = (rec->state >> 4) + 1u;
+  MW_FENCE_CTA(); /* the record before its state (pairs with the thief's acquire) */
+  mw_st32(&rec->state, seq << 4 | MW_REC_READY);
+}
+
+/* A runnable task with a frame (a woken task) goes to this warp's records: it runs next here,
+ * unless another warp takes it first. Lane 0. */
+__device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
+  mw_u32 r = mw_rec_get(c);
+  if (r == MW_NONE) {
+    mw_gq_push(c->st, f);
+    return;
+  }
+  mw_rec *rec = &c->ws->rec[r];
+  rec->frame = f;
+  rec->flags = 0;
+  rec->kind = MW_NONE;
+  rec->fut = 0;
+  mw_rec_ready(c, r);
+}
+
+/* ---- finding a child: a record still waiting, or a recent inline result ------------------- */
+/* The READY record of this warp that spawns future h, or -1; *st its state word. Lane 0. */
+__device__ int mw_rec_find(mw_ctx *c, mw_u64 h, mw_u32 *st) {
+  mw_wstate *ws = c->ws;
+  int found = -1;
+#pragma unroll
+  for (int i = 0; i < (int)MW_RECS; ++i) {
+    mw_u32 s = mw_ld32(&ws->rec[i].state);
+    if (MW_REC_ST(s) == MW_REC_READY && ws->rec[i].fut == h) {
+      found = i;
+      *st = s;
+    }
+  }
+  return found;
+}
+/* The entry of future h among this warp's recent inline results, or -1. Lane 0. */
+__device__ int mw_kid_find(mw_ctx *c, mw_u64 h) {
+  mw_wstate *ws = c->ws;
+  int found = -1;
+#pragma unroll
+  for (int i = 0; i < (int)MW_KIDS; ++i)
+    if (ws->kid[i].fut == h && ws->kid[i].state != MW_KID_NONE) found = i;
+  return found;
+}
+/* Forgets entry k. A child that completed privately still holds its producer's reference in
+ * its slot (nothing else could see it): it is dropped now, the owner's stays. Lane 0. */
+__device__ void mw_kid_drop(mw_ctx *c, mw_kid *k) {
+  if (k->priv) mw_slot_unref(c, MW_FUT_SLOT(k->fut), MW_FUT_GEN(k->fut), 1);
+  k->state = MW_KID_NONE;
+  k->priv = 0;
+  k->fut = 0;
+}
+__device__ mw_kid *mw_kid_new(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  mw_kid *k = &ws->kid[ws->kid_next++ % MW_KIDS];
+  if (k->state != MW_KID_NONE) mw_kid_drop(c, k);
+  return k;
+}
+/* Forgets the entries of level lv (it finishes or leaves the warp). Lane 0. */
+__device__ void mw_kids_forget(mw_ctx *c, mw_u32 lv) {
+  mw_wstate *ws = c->ws;
+  for (mw_u32 i = 0; i < MW_KIDS; ++i)
+    if (ws->kid[i].state != MW_KID_NONE && ws->kid[i].level == lv) mw_kid_drop(c, &ws->kid[i]);
+}
+
+/* ---- cancellation (protocol.h, Cancellation) ------------------------------------------------ */
+/* Whether the task of future fut was asked to cancel. Lane 0. */
+__device__ bool mw_cancel_asked(mw_ctx *c, mw_u64 fut) {
+  if (!mw_is_future(fut) || MW_FUT_SLOT(fut) >= c->nslots) return false;
+  mw_u64 ctl = mw_ld64(&c->slots[MW_FUT_SLOT(fut)].ctl);
   mw_u32 w = (mw_u32)ctl;
   return (mw_u32)(ctl >> 32) == MW_FUT_GEN(fut) && w != MW_CTL_CLOSED && (w & MW_CTL_CANCEL);
 }
 
-/* Asks the task of future fut to stop (protocol.h, Cancellation). Lane 0. Returns 1 when the
- * request was delivered (the future was pending, or already asked), 0 when it was complete or
- * the handle names no live future. */
+/* Asks the task of future fut to stop. Lane 0. Returns 1 when the request was delivered (the
+ * future was pending, or already asked), 0 when it was complete or names no live future. */
 __device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
-  mw_state *st = c->st;
   mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
-  if (fut == 0 || s >= st->nslots) return 0;
-  mw_slot *sl = &st->slots[s];
+  if (!mw_is_future(fut) || s >= c->nslots) return 0;
+  mw_slot *sl = &c->slots[s];
   for (;;) {
     mw_u64 old = mw_ld64(&sl->ctl), nv;
     mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
@@ -327,11 +533,11 @@ __device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
     }
     if (mw_cas64(&sl->ctl, old, nv) == old) break;
   }
-  __threadfence(); /* CANCEL before reading the frame's join (SC: pairs with the await's fence) */
+  __threadfence(); /* CANCEL before reading the frame's join (SC: pairs with the suspend's fence) */
   mw_u64 fr = mw_ld64(&sl->fref);
-  if ((mw_u32)fr == 0) return 1; /* no frame yet: the task sees CANCEL when it starts */
+  if ((mw_u32)fr == 0) return 1; /* no frame: the task sees CANCEL when it starts or ticks */
   mw_u32 f = (mw_u32)fr - 1;
-  mw_frame_hdr *fh = mw_frame(st, f);
+  mw_frame_hdr *fh = mw_frame(c, f);
   for (;;) {
     mw_u64 j = mw_ld64(&fh->join);
     mw_u32 b = (mw_u32)j;
@@ -345,10 +551,11 @@ __device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
   }
 }
 
-/* Cancels a child the running task owns (its reference keeps the slot's generation): the
- * generation is the slot's, or the next one while the child has not started. Lane 0. */
+/* Cancels child slot s that the running level owns (its reference keeps the slot's
+ * generation): the generation is the slot's, or the next one while the child has not
+ * started. Lane 0. */
 __device__ void mw_cancel_owned(mw_ctx *c, mw_u32 s) {
-  mw_slot *sl = &c->st->slots[s];
+  mw_slot *sl = &c->slots[s];
   mw_u64 ctl = mw_ld64(&sl->ctl);
   mw_u32 g = (mw_u32)(ctl >> 32);
   if ((mw_u32)ctl == MW_CTL_CLOSED) {
@@ -357,6 +564,21 @@ __device__ void mw_cancel_owned(mw_ctx *c, mw_u32 s) {
     g += 1;                                          /* not started yet */
   }
   mw_cancel_fut(c, MW_FUT_MAKE(s, g));
+}
+
+/* Marks the spawn of future h, still in a READY record of this warp, cancelled: it completes
+ * cancelled without running wherever it is taken. Returns false when no record of this warp
+ * holds it any more (cancel it through its slot then). Lane 0. */
+__device__ bool mw_cancel_queued(mw_ctx *c, mw_u64 h) {
+  mw_u32 s;
+  int i = mw_rec_find(c, h, &s);
+  if (i < 0) return false;
+  mw_rec *r = &c->ws->rec[i];
+  if (atomicCAS(&r->state, s, (s & ~15u) | MW_REC_OWNED) != s) return false;
+  r->flags |= MW_RF_CANCELLED;
+  MW_FENCE_CTA();
+  mw_st32(&r->state, s); /* READY again, as it was */
+  return true;
 }
 
 /* "task 'name' was cancelled" into buf (MW_MSG_BYTES). */
@@ -369,14 +591,11 @@ __device__ void mw_cancel_msg(char *buf, mw_u32 kind) {
   mw_strcpy(buf, "' was cancelled", MW_MSG_BYTES, n);
 }
 
-/* ---- completion --------------------------------------------------------------------------- */
+/* ---- completion ----------------------------------------------------------------------------- */
 /* One awaited future of frame waiter completed (protocol.h, join: Completion). Lane 0. */
 __device__ void mw_wake(mw_ctx *c, mw_u32 waiter, mw_u64 fut, mw_u32 status) {
-  mw_frame_hdr *wh = mw_frame(c->st, waiter);
-  if (status != MW_ST_OK) {
-    /* the first failed child is the one reported; written before the join decrement */
-    mw_cas64(&wh->await_f[0], 0ull, fut);
-  }
+  mw_frame_hdr *wh = mw_frame(c, waiter);
+  if (status != MW_ST_OK) mw_cas64(&wh->await_f[0], 0ull, fut); /* the first failed one is reported */
   MW_FENCE();
   mw_u32 b = (mw_u32)mw_add64(&wh->join, ~0ull) - 1u; /* minus one: COUNT > 0, no borrow */
   if (b == 0)
@@ -385,95 +604,326 @@ __device__ void mw_wake(mw_ctx *c, mw_u32 waiter, mw_u64 fut, mw_u32 status) {
     mw_frame_free(c, waiter); /* its task finished by cancellation: the last completion frees */
 }
 
-/* Publishes the result of slot s (generation gen) and wakes its waiter; lane 0. */
-__device__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status, mw_u64 value,
-                                 mw_u32 rtype, int code, const char *msg, const char *prefix) {
-  mw_state *st = c->st;
-  mw_slot *sl = &st->slots[s];
+/* Writes the outcome fields of slot sl (the message only on failure). Lane 0. */
+__device__ void mw_slot_result(mw_slot *sl, mw_u32 status, mw_u64 value, mw_u32 rtype, int code,
+                               const char *msg, const char *prefix) {
   sl->value = value;
   sl->status = status;
   sl->rtype = rtype;
   sl->code = code;
-  sl->msg[0] = 0;
-  if (status != MW_ST_OK) {
-    if (prefix) {
-      mw_strcpy(sl->msg, prefix, MW_MSG_BYTES, 0);
-      int n = 0;
-      while (sl->msg[n]) ++n;
-      mw_strcpy(sl->msg, ": ", MW_MSG_BYTES, n);
-      mw_strcpy(sl->msg, msg, MW_MSG_BYTES, n + 2);
-    } else {
-      mw_strcpy(sl->msg, msg, MW_MSG_BYTES, 0);
-    }
-  }
-  MW_FENCE(); /* the result before CLOSED (pairs with the awaiter's fence after it) */
+  if (status != MW_ST_OK) mw_compose(sl->msg, prefix, msg);
+}
+
+/* Publishes the result of slot s (generation gen) and wakes its waiters: the protocol for
+ * futures another warp or the host may wait on. Lane 0. */
+__device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
+                                              mw_u64 value, mw_u32 rtype, int code,
+                                              const char *msg, const char *prefix) {
+  mw_slot *sl = &c->slots[s];
+  mw_slot_result(sl, status, value, rtype, code, msg, prefix);
+  mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
+  MW_FENCE();         /* the result before CLOSED (pairs with the awaiter's fence after it) */
   mw_u64 old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
   mw_u32 word = (mw_u32)old;
   mw_u64 fut = MW_FUT_MAKE(s, gen);
-  if ((mw_u32)(old >> 32) == gen && word != MW_CTL_CLOSED && (word & MW_CTL_WAITER))
-    mw_wake(c, (word & MW_CTL_WAITER) - 1, fut, status);
-  if (s < st->host_slots) {
+  if ((mw_u32)(old >> 32) == gen && word != MW_CTL_CLOSED && (word & MW_CTL_WAITER)) {
+    MW_FENCE(); /* the nodes' contents (pairs with the registrations' fences) */
+    for (mw_u32 n = word & MW_CTL_WAITER; n;) {
+      mw_u64 node = mw_ld64(&c->nodes[n - 1]);
+      mw_node_free(c, n - 1);
+      n = (mw_u32)(node >> 32);
+      mw_wake(c, (mw_u32)node, fut, status);
+    }
+  }
+  if (s < c->host_slots) {
+    mw_state *st = c->st;
     mw_u64 t = mw_add64(&st->comp_tail, 1);
-    mw_comp_cell *cell = &st->comp[t & (st->comp_cap - 1)];
-    volatile mw_comp_cell *vc = cell;
+    volatile mw_comp_cell *vc = &st->comp[t & (st->comp_cap - 1)];
     vc->fut = fut;
     vc->value = value;
     vc->status = status;
     vc->rtype = rtype;
     vc->code = code;
     vc->kind = sl->kind;
-    for (int i = 0; i < MW_MSG_BYTES; ++i) vc->msg[i] = sl->msg[i];
+    if (status != MW_ST_OK)
+      for (int i = 0; i < MW_MSG_BYTES; ++i) vc->msg[i] = sl->msg[i];
     __threadfence_system(); /* the record before its seq (pairs with the host's acquire) */
     vc->seq = t + 1;
   }
 }
 
-/* Finishes the running task: completes its future, releases its children and frame. A task
- * that ends cancelled cancels the children it still owns first. Lane 0. */
-__device__ void mw_finish(mw_ctx *c) {
-  mw_frame_hdr *h = c->hdr;
-  mw_u32 kind = h->kind;
-  mw_u64 fut = h->fut;
-  mw_u32 s = MW_FUT_SLOT(fut), gen = MW_FUT_GEN(fut);
-  mw_stat_row *row = mw_stat(c, kind);
-  mw_u32 status;
-  int code = 0;
-  const char *msg = 0, *prefix = 0;
-  char buf[MW_MSG_BYTES];
-  if (c->cancelled) {
-    status = MW_ST_CANCELLED;
-    code = MW_FAIL_CANCELLED;
-    mw_cancel_msg(buf, kind);
-    msg = buf;
-  } else if (c->status == MW_RUN_DONE) {
-    status = MW_ST_OK;
-  } else if (c->fail_fut) {
-    /* an awaited child failed or was cancelled: this task ends the same way, with its message */
-    mw_slot *cs = &c->st->slots[MW_FUT_SLOT(c->fail_fut)];
-    status = cs->status == MW_ST_CANCELLED ? MW_ST_CANCELLED : MW_ST_FAILED;
-    code = cs->code;
-    for (int i = 0; i < MW_MSG_BYTES; ++i) buf[i] = cs->msg[i];
-    msg = buf;
-  } else {
-    status = MW_ST_FAILED;
-    code = c->fail_code;
-    msg = c->fail_msg;
-    prefix = mw_kind_name(kind);
+/* Registers frame f as a waiter of future h (protocol.h, Waiters). Returns 0 when registered,
+ * 1 when h is complete already (*status its status), 2 when h is stale or invalid, 3 when no
+ * waiter node is free. Lane 0. */
+__device__ int mw_register(mw_ctx *c, mw_u32 f, mw_u64 h, mw_u32 *status) {
+  mw_u32 s = MW_FUT_SLOT(h), g = MW_FUT_GEN(h);
+  if (!mw_is_future(h) || s >= c->nslots) return 2;
+  mw_slot *sl = &c->slots[s];
+  mw_u32 n = MW_NONE;
+  for (;;) {
+    mw_u64 old = mw_ld64(&sl->ctl);
+    mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
+    if (og == g && w == MW_CTL_CLOSED) {
+      if (n != MW_NONE) mw_node_free(c, n);
+      MW_FENCE();
+      *status = mw_ld32(&sl->status);
+      return 1;
+    }
+    bool pending = og == g, unstarted = og + 1u == g && w == MW_CTL_CLOSED;
+    if (!pending && !unstarted) {
+      if (n != MW_NONE) mw_node_free(c, n);
+      return 2;
+    }
+    if (n == MW_NONE && (n = mw_node_alloc(c)) == MW_NONE) return 3;
+    mw_u32 head = pending ? (w & MW_CTL_WAITER) : 0u;
+    mw_st64(&c->nodes[n], MW_NODE(f, head));
+    MW_FENCE(); /* the node and the waiter's frame before the CAS that publishes them */
+    mw_u64 nv = ((mw_u64)g << 32) | (pending ? (w & MW_CTL_CANCEL) : 0u) | (n + 1u);
+    if (mw_cas64(&sl->ctl, old, nv) == old) return 0;
   }
-  if (status == MW_ST_CANCELLED)
-    for (mw_u32 ch = h->children; ch; ch = c->st->slots[ch - 1].sibling) mw_cancel_owned(c, ch - 1);
-  mw_complete_slot(c, s, gen, status, status == MW_ST_OK ? c->value : 0, mw_kind_rtype(kind), code,
-                   msg, prefix);
-  if (status == MW_ST_OK) row->completed++;
-  else if (status == MW_ST_CANCELLED) row->cancelled++;
-  else row->failed++;
-  for (mw_u32 ch = h->children; ch;) {
-    mw_u32 next = c->st->slots[ch - 1].sibling;
-    mw_slot_unref(c, ch - 1);
-    ch = next;
+}
+
+/* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
+
+/* Takes up a change of mw_state.trace_gen: the buffer of a new recording, or none. */
+__device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
+  mw_state *st = c->st;
+  MW_FENCE(); /* gen before the fields the host wrote ahead of it */
+  c->trace_ev = 0;
+  c->trace_head = 0;
+  mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
+  mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
+  if ((gen & 1u) && buf && c->wid < nw) {
+    c->trace_head = (mw_trace_head *)buf + c->wid;
+    c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
+    c->trace_cap = cap;
+    c->trace_n = mw_ld64(&c->trace_head->count);
   }
-  mw_slot_unref(c, s);
-  mw_frame_release(c, h, c->frame);
+  c->trace_gen = gen;
+  __threadfence_system(); /* the events written so far before the ack (the host reads them next) */
+  mw_u32 *ack = (mw_u32 *)mw_ld64((const mw_u64 *)&st->trace_ack);
+  if (ack) mw_st32(&ack[c->wid], gen);
+}
+
+/* The start of a run (see mw_trace_ev). */
+__device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 arg) {
+  c->trace_run.kind = (mw_u16)kind;
+  c->trace_run.fut = fut;
+  c->trace_run.arg = arg;
+  c->trace_run.t0 = MW_GLOBALTIMER();
+}
+
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+__device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
+  mw_trace_ev *r = &c->trace_run;
+  r->t1 = MW_GLOBALTIMER();
+  r->end = (mw_u8)end;
+  r->n = (mw_u8)n;
+  mw_u64 k = c->trace_n++;
+  if (k < c->trace_cap) c->trace_ev[k] = *r;
+  c->trace_head->count = k + 1;
+}
+
+/* ---- the host inbox ------------------------------------------------------------------------- */
+/* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
+ * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
+ * if the inbox is empty or no frame is free. */
+__device__ mw_u32 mw_take_inbox(mw_ctx *c) {
+  mw_state *st = c->st;
+  mw_u64 t = 0;
+  mw_u32 f = MW_NONE;
+  if (c->lane == 0) {
+    for (int round = 0; round < 16; ++round) {
+      t = mw_ld64(&st->inbox_head);
+      volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
+      if (cell->seq != t + 1) break;
+      __threadfence_system(); /* seq before the payload (pairs with the host's release) */
+      if (cell->flags & MW_IN_CANCEL) {
+        if (mw_cas64(&st->inbox_head, t, t + 1) != t) continue; /* another worker took it */
+        mw_u64 fut = cell->fut;
+        __threadfence_system();
+        cell->seq = t + st->inbox_cap; /* the cell is free again */
+        mw_cancel_fut(c, fut);
+        continue;
+      }
+      f = mw_frame_alloc(c);
+      if (f != MW_NONE && mw_cas64(&st->inbox_head, t, t + 1) != t) {
+        mw_frame_free(c, f); /* another worker took it */
+        f = MW_NONE;
+      }
+      break;
+    }
+  }
+  f = mw_bcast(f);
+  if (f == MW_NONE) return MW_NONE;
+  t = mw_bcast64(t);
+  volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
+  mw_frame_hdr *fh = mw_frame(c, f);
+  /* payload: the argument struct, then zeroes up to the frame's end */
+  mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+  const volatile mw_u32 *src = (const volatile mw_u32 *)cell->args;
+  mw_u32 payload = c->frame_bytes - MW_FRAME_HDR_BYTES;
+  for (mw_u32 i = c->lane; i * 4 < payload; i += 32)
+    dst[i] = i < MW_INBOX_ARG_BYTES / 4 ? src[i] : 0u;
+  __syncwarp();
+  if (c->lane == 0) {
+    mw_u64 fut = cell->fut;
+    mw_u32 kind = cell->kind, flags = cell->flags, bn = cell->bulk_n;
+    __threadfence_system();
+    cell->seq = t + st->inbox_cap; /* the cell is free again */
+    fh->kind = kind;
+    fh->resume = 0;
+    fh->fut = fut;
+    fh->children = 0;
+    fh->flags = MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0);
+    fh->await_f[0] = fh->await_f[1] = 0;
+    fh->bulk_n = bn;
+    fh->bulk_next = 0;
+    fh->bulk_done = 0;
+    fh->bulk_refs = 1;
+    mw_u32 s = MW_FUT_SLOT(fut);
+    mw_slot *sl = &c->slots[s];
+    sl->kind = kind;
+    sl->refs = 1;
+    sl->fref = mw_frame_open(c, f);
+    mw_count(c, kind, MW_CNT_SPAWNED);
+    if (kind >= st->nkinds) {
+      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
+                       "no such task kind in the executor", 0);
+      mw_count(c, kind, MW_CNT_FAILED);
+      mw_frame_free(c, f);
+      f = MW_NONE;
+    } else {
+      /* the futures among its arguments are held until it finishes (protocol.h, inbox ring) */
+      mw_take_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
+      if (flags & MW_IN_CANCELLED) { /* cancelled by the host before it got here */
+        char buf[MW_MSG_BYTES];
+        mw_cancel_msg(buf, kind);
+        mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
+        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_CANCELLED, 0, mw_kind(kind)->rtype,
+                         MW_FAIL_CANCELLED, buf, 0);
+        mw_count(c, kind, MW_CNT_CANCELLED);
+        mw_frame_free(c, f);
+        f = MW_NONE;
+      } else if ((flags & MW_IN_BULK) && bn == 0) {
+        mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
+        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+        mw_count(c, kind, MW_CNT_COMPLETED);
+        mw_frame_free(c, f);
+        f = MW_NONE;
+      }
+    }
+  }
+  return mw_bcast(f);
+}
+
+/* ---- records that waited: for other warps of the CTA, and for other CTAs ------------------- */
+/* Claims (as how: MW_REC_TAKEN or MW_REC_OWNED) the oldest READY record of this CTA that waited
+ * at least MW_STEAL_AGE_NS, this warp's own ones included when own is set, runnable frames only
+ * (no spawns) when woken is set. Lane 0. */
+__device__ mw_rec *mw_claim_aged(mw_ctx *c, bool own, mw_u32 how, bool woken = false) {
+  mw_u64 now = MW_GLOBALTIMER(), t_old = ~0ull;
+  mw_rec *best = 0;
+  mw_u32 bs = 0;
+  for (mw_u32 w = 0; w < c->cn; ++w) {
+    if (!own && w == c->cw) continue;
+    for (mw_u32 i = 0; i < MW_RECS; ++i) {
+      mw_rec *r = &c->cta[w].rec[i];
+      mw_u32 s = mw_ld32(&r->state);
+      if (MW_REC_ST(s) != MW_REC_READY || (woken && (r->flags & MW_RF_SPAWN))) continue;
+      mw_u64 t0 = *(volatile mw_u64 *)&r->t0;
+      if (now - t0 >= MW_STEAL_AGE_NS && t0 < t_old) {
+        t_old = t0;
+        best = r;
+        bs = s;
+      }
+    }
+  }
+  if (!best || atomicCAS(&best->state, bs, (bs & ~15u) | how) != bs) return 0;
+  MW_FENCE_CTA(); /* the record's fields after its claim (pairs with the owner's release) */
+  return best;
+}
+
+/* Puts the oldest record of this CTA that waited at least MW_STEAL_AGE_NS in the global run
+ * queue, for idle workers of other CTAs. Lane 0. */
+__device__ void mw_publish_aged(mw_ctx *c) {
+  mw_rec *r = mw_claim_aged(c, true, MW_REC_TAKEN);
+  if (!r) return;
+  mw_gq_push(c->st, mw_rec_to_frame(c, r));
+  MW_FENCE_CTA();
+  mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
+}
+
+/* Whether a woken task in a record of this CTA has waited at least MW_STEAL_AGE_NS. Lane 0. */
+__device__ bool mw_woken_waiting(mw_ctx *c) {
+  mw_u64 now = MW_GLOBALTIMER();
+  for (mw_u32 w = 0; w < c->cn; ++w)
+    for (mw_u32 i = 0; i < MW_RECS; ++i) {
+      mw_rec *r = &c->cta[w].rec[i];
+      if (MW_REC_ST(mw_ld32(&r->state)) == MW_REC_READY && !(r->flags & MW_RF_SPAWN) &&
+          now - *(volatile mw_u64 *)&r->t0 >= MW_STEAL_AGE_NS)
+        return true;
+    }
+  return false;
+}
+
+/* Whether this worker is a poller that has not looked at the inbox for MW_POLL_NS. Lane 0. */
+__device__ bool mw_poll_due(mw_ctx *c) {
+  if (c->wid >= MW_POLLERS) return false;
+  mw_u64 now = MW_GLOBALTIMER();
+  if (now - c->ws->polled < MW_POLL_NS) return false;
+  c->ws->polled = now;
+  return true;
+}
+
+/* The periodic work of a busy warp (protocol.h: MW_TICK_NS): cancellation of the levels of its
+ * chain, a record for idle workers elsewhere, the inbox for pollers. Collective. */
+__device__ __noinline__ void mw_tick_work(mw_ctx *c) {
+  mw_u32 poll = 0, cx = 0, nest = 0, stop = 0, tg = 0;
+  if (c->lane == 0) {
+    mw_wstate *ws = c->ws;
+    /* the host's switches, in flight together: a stop makes the chain leave the warp at its
+     * awaits (so the executor can stop while a long chain runs); a trace switch is taken up
+     * between two runs */
+    stop = mw_ld32(&c->st->stop);
+    tg = mw_ld32(&c->st->trace_gen) != c->trace_gen;
+    for (mw_u32 i = 0; i <= c->d; ++i) {
+      mw_level *L = &ws->lv[i];
+      if (!(L->flags & MW_LV_CANCELLED) && mw_cancel_asked(c, L->fut)) {
+        /* the levels it runs inline stop with it, up to a nested root */
+        for (mw_u32 j = i; j <= c->d && (j == i || !(ws->lv[j].flags & MW_LV_ROOT)); ++j)
+          ws->lv[j].flags |= MW_LV_CANCELLED;
+      }
+    }
+    cx = (ws->lv[c->d].flags & MW_LV_CANCELLED) != 0;
+    if (mw_ld32(&c->st->hungry)) mw_publish_aged(c);
+    nest = mw_woken_waiting(c);
+    poll = mw_poll_due(c);
+  }
+  if (mw_bcast(cx)) c->cancelled = 1;
+  if (mw_bcast(nest)) c->nest = 1;
+  c->yield = mw_bcast(stop) != 0;
+  if (mw_bcast(tg)) c->trace_due = 1;
+  if (mw_bcast(poll)) {
+    mw_u32 f = mw_take_inbox(c);
+    if (f != MW_NONE && c->lane == 0) mw_gq_push(c->st, f);
+  }
+}
+
+/* Counts a spawn or await; every 16th looks at the clock, and does the periodic work when it
+ * is due. Collective. */
+__device__ __forceinline__ void mw_tick(mw_ctx *c) {
+  if ((++c->calls & 15u) != 0) return; /* each lane counts the same calls */
+  mw_u32 due = 0;
+  if (c->lane == 0) {
+    mw_u64 now = MW_GLOBALTIMER();
+    if (now - c->ws->tick >= MW_TICK_NS) {
+      c->ws->tick = now;
+      due = 1;
+    }
+  }
+  __syncwarp();
+  if (mw_bcast(due)) mw_tick_work(c);
 }
 
 /* ---- the device API used by generated code -------------------------------------------------- */
@@ -510,82 +960,108 @@ __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
   return false;
 }
 
-/* Spawns a task of kind with the argument struct args (args_bytes) into a frame whose payload
- * is frame_payload bytes, the rest zeroed. Collective; returns the future in every lane. */
-__device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes,
-                               mw_u32 frame_payload, mw_u32 bulk_n, bool bulk, int line) {
+/* Spawns a task of kind with the argument struct args (the kind's args_bytes; the same in
+ * every lane). A plain spawn becomes a record of this warp (protocol.h); a bulk spawn a frame
+ * in the global run queue at once. Collective; returns the future in every lane. */
+__device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
+                               int line) {
   future fu;
   fu.h = 0;
+  const mw_kind_info *ki = mw_kind(kind);
   mw_u64 key = kind;
 #ifdef MW_SIM
-  for (mw_u32 i = 0; i < args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
+  for (mw_u32 i = 0; i < ki->args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
 #endif
   if (mw_diverged(c, "spawn", line, key)) return fu;
-  mw_state *st = c->st;
+  mw_tick(c);
   mw_u64 h = 0;
-  mw_u32 f = MW_NONE, cx = 0;
+  mw_u32 r = MW_NONE, f = MW_NONE, cx = 0;
   if (c->lane == 0) {
+    mw_wstate *ws = c->ws;
+    mw_level *L = c->lv;
+    mw_u32 s = MW_NONE, gen = 0;
     if (c->bulk) {
       h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
-    } else if (c->cancelled || mw_cancel_asked(st, c->hdr->fut)) {
+    } else if (c->cancelled) {
       h = MW_FUT_SKIPPED; /* a cancelled task spawns nothing more; it ends cancelled */
       cx = 1;
+    } else if ((s = mw_slot_alloc(c, &gen)) == MW_NONE) {
+      h = MW_FUT_NOSLOT;
     } else {
-      mw_u32 s = mw_slot_alloc(c);
-      if (s == MW_NONE) {
-        h = MW_FUT_NOSLOT;
+      h = MW_FUT_MAKE(s, gen);
+      mw_slot *sl = &c->slots[s];
+      sl->kind = kind;
+      sl->status = MW_ST_PENDING;
+      sl->refs = 2; /* the task + its owner */
+      sl->fref = 0;
+      sl->sibling = L->children;
+      mw_count(c, kind, MW_CNT_SPAWNED);
+      f = mw_frame_alloc(c); /* its frame, reserved now: capacity means frames */
+      if (f == MW_NONE) {
+        sl->refs = 1;
+        mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
+                         "no free task frame (capacity exhausted)", mw_kind_name(kind));
+        mw_count(c, kind, MW_CNT_FAILED);
+        sl->sibling = L->children;
       } else {
-        mw_slot *sl = &st->slots[s];
-        mw_u32 gen = (mw_u32)(mw_ld64(&sl->ctl) >> 32) + 1;
-        h = MW_FUT_MAKE(s, gen);
-        sl->refs = 2; /* the task + its owner */
-        sl->kind = kind;
-        sl->status = MW_ST_PENDING;
-        sl->sibling = c->hdr->children;
-        c->hdr->children = s + 1;
-        f = mw_frame_alloc(c);
-        mw_stat(c, kind)->spawned++;
-        if (f == MW_NONE) {
-          sl->refs = 1;
-          sl->fref = 0;
-          mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, mw_kind_rtype(kind), MW_FAIL_CAPACITY,
-                           "no free task frame (capacity exhausted)", mw_kind_name(kind));
-          mw_stat(c, kind)->failed++;
-        } else {
-          mw_frame_hdr *fh = mw_frame(st, f);
-          fh->kind = kind;
-          fh->resume = 0;
-          fh->fut = h;
-          fh->children = 0;
-          fh->flags = bulk ? MW_FR_BULK : 0;
-          fh->await_f[0] = fh->await_f[1] = 0;
-          sl->fref = mw_frame_open(st, f);
-          fh->bulk_n = bulk_n;
-          fh->bulk_next = 0;
-          fh->bulk_done = 0;
-          fh->bulk_refs = 1;
+        if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
+          ws->epoch++;
+          mw_take_holds(c, ki->futargs, (const mw_u8 *)args);
         }
+        if (!bulk) r = mw_rec_get(c);
       }
+      L->children = s + 1;
     }
   }
   h = mw_bcast64(h);
-  f = mw_bcast(f);
-  if (mw_bcast(cx)) c->cancelled = 1;
-  if (f != MW_NONE) {
-    /* all lanes hold the same args: each copies and zeroes its share of the payload */
-    mw_u32 *dst = (mw_u32 *)((mw_u8 *)mw_frame(st, f) + MW_FRAME_HDR_BYTES);
-    const mw_u32 *src = (const mw_u32 *)args;
-    for (mw_u32 i = c->lane; i * 4 < frame_payload; i += 32) dst[i] = i * 4 < args_bytes ? src[i] : 0u;
+  mw_u32 meta = mw_bcast((r & 255u) | cx << 8 | (f != MW_NONE) << 9);
+  if (meta & (1u << 8)) c->cancelled = 1;
+  if (!(meta & (1u << 9))) {
+    fu.h = h;
+    return fu;
+  }
+  r = meta & 255u;
+  const mw_u32 *src = (const mw_u32 *)args;
+  if (!bulk) {
+    /* the record: each lane copies its share of the arguments (every lane holds the same) */
+    mw_rec *rec = &c->ws->rec[r];
+    mw_u32 *dst = (mw_u32 *)rec->args;
+    for (mw_u32 i = c->lane; i * 4 < ki->args_bytes; i += 32) dst[i] = src[i];
     __syncwarp();
     if (c->lane == 0) {
-      MW_FENCE();
-      if (bulk && bulk_n == 0) {
-        /* nothing to run: complete now */
+      rec->kind = kind;
+      rec->fut = h;
+      rec->frame = f;
+      rec->flags = MW_RF_SPAWN;
+      rec->epoch = c->ws->epoch;
+      rec->sibling = c->slots[MW_FUT_SLOT(h)].sibling;
+      mw_rec_ready(c, r);
+    }
+  } else {
+    f = mw_bcast(f);
+    mw_frame_hdr *fh = mw_frame(c, f);
+    mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+    for (mw_u32 i = c->lane; i * 4 < ki->frame_bytes; i += 32) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+    __syncwarp();
+    if (c->lane == 0) {
+      fh->kind = kind;
+      fh->resume = 0;
+      fh->fut = h;
+      fh->children = 0;
+      fh->flags = MW_FR_BULK;
+      fh->await_f[0] = fh->await_f[1] = 0;
+      fh->bulk_n = bulk_n;
+      fh->bulk_next = 0;
+      fh->bulk_done = 0;
+      fh->bulk_refs = 1;
+      c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
+      if (bulk_n == 0) { /* nothing to run: complete now */
         mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-        mw_slot_unref(c, MW_FUT_SLOT(h));
+        mw_count(c, kind, MW_CNT_COMPLETED);
+        mw_slot_unref(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), 1);
         mw_frame_free(c, f);
       } else {
-        mw_make_runnable(c, f);
+        mw_gq_push(c->st, f);
       }
     }
   }
@@ -594,125 +1070,266 @@ __device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 
   return fu;
 }
 
-/* Frame semantics: a task body runs on a per-lane copy of its frame (parameters and locals),
- * like ordinary locals of SIMT code, so `k++` or `total += x` executed by every lane changes
- * each lane's copy once. Before the task suspends, lane 0's copy is saved to the frame in
- * device memory, and every lane reloads it on resume: frame locals carry task-uniform state
- * across awaits. Collective. */
-__device__ void mw_save_frame(mw_ctx *c, const void *local, mw_u32 bytes) {
-  if (c->lane == 0) {
-    const mw_u8 *s = (const mw_u8 *)local;
-    mw_u32 i = 0;
-    for (; i + 4 <= bytes; i += 4) *(mw_u32 *)(c->home + i) = *(const mw_u32 *)(s + i);
-    for (; i < bytes; ++i) c->home[i] = s[i];
-  }
-  __syncwarp();
+/* Where the await in progress keeps its futures: after the running level's frame. */
+__device__ __forceinline__ mw_u32 mw_await_off(mw_ctx *c) {
+  return c->off + mw_round16(mw_kind(c->kind)->frame_bytes);
 }
 
-/* Registers the running task as the waiter of fs[0..n) and decides whether it must suspend
- * (protocol.h, join: Await). Collective. Returns true when the task is suspended: the caller
- * returns at once and touches nothing of the frame (it may already run on another warp).
- * Returns false when every future is complete, or the task was cancelled (the task goes on;
- * mw_after_await stops it, or handles a failure among the futures). */
+__device__ bool mw_await_more(mw_ctx *c);
+
+/* Starts an await of fs[0..n) (protocol.h: the levels). Collective. Returns true when the body
+ * must return now: a child runs inline first (MW_RUN_CALL), or the level suspended
+ * (MW_RUN_SUSPEND; it touches nothing of its frame after, it may run on elsewhere already).
+ * Returns false when every future is complete, or the task is to stop (mw_after_await then
+ * stops it, or handles a failure among the futures). */
 __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
-  MW_FENCE(); /* every lane's frame writes before lane 0 registers the waiter */
-  __syncwarp();
   if (c->bulk) {
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
-  mw_u32 suspend = 0;
+  mw_tick(c);
+  mw_u32 off = mw_await_off(c);
+  if (off + 8u * n > MW_LSTACK_BYTES) {
+    mw_fail(c, MW_FAIL_CAPACITY, "await of more futures than the lane stack holds");
+    return false;
+  }
+  mw_u64 *aw = (mw_u64 *)(c->stk + off);
+  for (mw_u32 i = 0; i < n; ++i) aw[i] = fs[i].h;
   if (c->lane == 0) {
-    mw_state *st = c->st;
-    mw_frame_hdr *h = c->hdr;
-    mw_u32 me = c->frame + 1, done = 0;
-    h->await_f[0] = h->await_f[1] = 0;
-    mw_u64 ep = mw_ld64(&h->join) & 0xffffffff00000000ull;
-    mw_st64(&h->join, ep | (MW_JOIN_HOLD + n));
-    /* the frame (locals, resume point, join) before any registration, and join before reading
-     * the own CANCEL bit: SC, pairs with the canceller's fence (protocol.h, Cancellation) */
-    __threadfence();
-    if (c->cancelled || mw_cancel_asked(st, h->fut)) {
-      mw_add64(&h->join, (mw_u64)0 - (MW_JOIN_HOLD + n)); /* nothing registered */
-      n = 0;
+    mw_level *L = c->lv;
+    L->naw = (mw_u16)n;
+    L->cur = 0;
+    L->bad = 0;
+    L->resume = (mw_u32)line;
+  }
+  return mw_await_more(c);
+}
+
+/* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
+ * run of level d with MW_RUN_CALL: the trampoline runs the child next. Collective. */
+__device__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
+  mw_wstate *ws = c->ws;
+  mw_rec *rec = &ws->rec[r];
+  mw_u32 kind = 0;
+  if (c->lane == 0) {
+    kind = rec->kind;
+    mw_level *K = &ws->lv[c->d + 1];
+    K->fut = rec->fut;
+    K->bad = 0;
+    K->kind = kind;
+    K->resume = 0;
+    K->frame = rec->frame; /* reserved */
+    K->children = 0;
+    K->flags = (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u;
+    K->epoch = rec->epoch;
+    K->off = off;
+    K->sibling = rec->sibling;
+    K->naw = K->cur = 0;
+    ws->depth = c->d + 2;
+  }
+  kind = mw_bcast(kind);
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_u32 *dst = (mw_u32 *)(c->stk + off);
+  const mw_u32 *src = (const mw_u32 *)rec->args;
+  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+  __syncwarp();
+  if (c->lane == 0) {
+    MW_FENCE_CTA();
+    mw_st32(&rec->state, (rec->state & ~15u) | MW_REC_FREE);
+  }
+  c->status = MW_RUN_CALL;
+}
+
+__device__ bool mw_suspend(mw_ctx *c);
+__device__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off);
+
+/* Goes on with the await in progress from the future it looked at last: complete ones are
+ * passed (the first failure noted), the first spawn of this warp still in a record runs inline
+ * (MW_RUN_CALL), and at the first one pending elsewhere the level suspends on the rest. Called
+ * by mw_await, and by the body when it resumes at its await (after an inline child, or after
+ * it was woken: then nothing is left to wait for). Collective. */
+__device__ bool mw_await_more(mw_ctx *c) {
+  enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3 };
+  mw_u32 act = ALL_DONE, arg = 0, coff = 0;
+  mw_u64 nest = 0;
+  if (c->lane == 0 && !c->cancelled) {
+    mw_level *L = c->lv;
+    mw_u32 aoff = mw_await_off(c);
+    const mw_u64 *aw = (const mw_u64 *)(c->stk + aoff);
+    coff = mw_round16(aoff + 8u * L->naw);
+    if (c->nest && L->cur < L->naw && c->d + 1 < MW_LEVELS) {
+      /* a woken task waited in the CTA: run it first, above this level (protocol.h, levels) */
+      mw_rec *r = mw_claim_aged(c, true, MW_REC_TAKEN, true);
+      if (r) {
+        mw_u32 kind = (r->flags & MW_RF_SPAWN) ? r->kind : mw_frame(c, r->frame)->kind;
+        if (coff + mw_kind(kind)->frame_bytes <= MW_LSTACK_BYTES) {
+          act = NEST;
+          nest = (mw_u64)r;
+        } else {
+          mw_st32(&r->state, (r->state & ~15u) | MW_REC_READY); /* no room: back it goes */
+        }
+      }
     }
-    for (mw_u32 i = 0; i < n; ++i) {
-      mw_u64 fh = fs[i].h;
-      if (fh == 0 || fh == MW_FUT_NOSLOT || fh == MW_FUT_SKIPPED) {
-        if (!h->await_f[0]) h->await_f[0] = fh ? fh : 1;
-        ++done;
+    if (c->yield && L->cur < L->naw) {
+      /* the executor is to stop: the spawns awaited here go to the global queue, the level
+       * suspends on them (and the levels below on it in turn): the warp can leave */
+      for (mw_u32 i = L->cur; i < L->naw; ++i) {
+        mw_u32 rs;
+        int r = mw_rec_find(c, aw[i], &rs);
+        mw_rec *rec = r >= 0 ? &c->ws->rec[r] : 0;
+        if (rec && atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs) {
+          mw_gq_push(c->st, mw_rec_to_frame(c, rec));
+          mw_st32(&rec->state, (rs & ~15u) | MW_REC_FREE);
+        }
+      }
+    }
+    for (; !nest && L->cur < L->naw; L->cur++) {
+      mw_u64 h = aw[L->cur];
+      mw_u32 s = MW_FUT_SLOT(h);
+      if (!mw_is_future(h) || s >= c->nslots) {
+        if (!L->bad) L->bad = mw_is_future(h) || h == 0 ? MW_BAD_STALE : h;
         continue;
       }
-      mw_u32 s = MW_FUT_SLOT(fh), g = MW_FUT_GEN(fh);
-      if (s >= st->nslots) {
-        if (!h->await_f[0]) h->await_f[0] = 1;
-        ++done;
+      int k = mw_kid_find(c, h);
+      if (k >= 0) { /* it ran inline already */
+        if (c->ws->kid[k].status != MW_ST_OK && !L->bad) L->bad = h;
         continue;
       }
-      mw_slot *sl = &st->slots[s];
-      for (;;) {
-        mw_u64 old = mw_ld64(&sl->ctl);
-        mw_u32 og = (mw_u32)(old >> 32), w = (mw_u32)old;
-        if (og == g && w == MW_CTL_CLOSED) { /* already complete */
-          MW_FENCE();
-          if (sl->status != MW_ST_OK && !h->await_f[0]) h->await_f[0] = fh;
-          ++done;
+      mw_u32 rs;
+      int r = mw_rec_find(c, h, &rs);
+      if (r >= 0 && c->d + 1 < MW_LEVELS) {
+        mw_rec *rec = &c->ws->rec[r];
+        if (coff + mw_kind(rec->kind)->frame_bytes <= MW_LSTACK_BYTES &&
+            atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs) {
+          act = CALL;
+          arg = (mw_u32)r;
           break;
         }
-        bool pending = og == g && !(w & MW_CTL_WAITER);            /* keeps a CANCEL bit */
-        bool unstarted = og + 1u == g && w == MW_CTL_CLOSED;
-        if (pending || unstarted) {
-          mw_u64 nv = ((mw_u64)g << 32) | (pending ? (w & MW_CTL_CANCEL) : 0u) | me;
-          if (mw_cas64(&sl->ctl, old, nv) == old) {
-            if (!h->await_f[1]) h->await_f[1] = fh; /* the first registration, see finish */
-            break;
-          }
-          continue;
-        }
-        /* stale handle, or another task already waits on it */
-        if (!h->await_f[0]) h->await_f[0] = (og == g) ? 2 : 1;
-        ++done;
-        break;
       }
-    }
-    if (n) {
-      MW_FENCE();
-      mw_u64 sub = MW_JOIN_HOLD + done;
-      mw_u32 b = (mw_u32)(mw_add64(&h->join, (mw_u64)0 - sub) - sub);
-      /* WOKEN: a canceller came while we registered; it left the wake-up to us: go on */
-      suspend = !(b & MW_JOIN_WOKEN) && (b & MW_JOIN_COUNT);
+      mw_u64 ctl = mw_ld64(&c->slots[s].ctl);
+      if ((mw_u32)(ctl >> 32) == MW_FUT_GEN(h) && (mw_u32)ctl == MW_CTL_CLOSED) {
+        MW_FENCE(); /* the result before its CLOSED */
+        if (mw_ld32(&c->slots[s].status) != MW_ST_OK && !L->bad) L->bad = h;
+        continue;
+      }
+      act = SUSPEND; /* pending elsewhere, or a spawn of this warp it cannot run here */
+      break;
     }
   }
-  suspend = mw_bcast(suspend);
-  return suspend != 0;
+  act = mw_bcast(act | arg << 4 | coff << 12);
+  if ((act & 15u) == NEST) {
+    c->nest = 0;
+    mw_root_from_rec(c, (mw_rec *)mw_bcast64(nest), c->d + 1, act >> 12);
+    c->status = MW_RUN_CALL;
+    return true;
+  }
+  if ((act & 15u) == CALL) {
+    mw_call_child(c, (act >> 4) & 255u, act >> 12);
+    return true;
+  }
+  if ((act & 15u) == SUSPEND) return mw_suspend(c);
+  return false;
+}
+
+/* The running level waits for the futures of its await from the one it looked at last: its
+ * frame goes to device memory (a frame reserved at its spawn, else a fresh one), it registers
+ * on each (protocol.h, join: Suspend) and leaves the warp, unless they all completed meanwhile
+ * or a canceller came (then it goes on here). Collective. Returns true when it suspended. */
+__device__ bool mw_suspend(mw_ctx *c) {
+  mw_level *L = c->lv;
+  mw_u32 ok = 1;
+  if (c->lane == 0 && L->frame == MW_NONE) {
+    L->frame = mw_frame_alloc(c);
+    ok = L->frame != MW_NONE;
+  }
+  if (!mw_bcast(ok)) {
+    mw_fail(c, MW_FAIL_CAPACITY, "no free task frame to suspend in (capacity exhausted)");
+    return false;
+  }
+  mw_u32 res = 0; /* 1: suspended, 2: cancelled */
+  if (c->lane == 0) {
+    mw_wstate *ws = c->ws;
+    mw_u32 f = L->frame, kind = L->kind;
+    mw_frame_hdr *fh = mw_frame(c, f);
+    mw_u32 s = MW_FUT_SLOT(L->fut);
+    if (!(L->flags & MW_LV_PUBLIC)) { /* the frame gets its header once; fref tells cancellers */
+      fh->kind = kind;
+      fh->fut = L->fut;
+      fh->flags = s < c->host_slots ? MW_FR_HOST : 0u;
+      fh->await_f[1] = 0;
+      fh->bulk_n = fh->bulk_next = fh->bulk_done = 0;
+      fh->bulk_refs = 1;
+      c->slots[s].fref = mw_frame_open(c, f);
+      L->flags |= MW_LV_PUBLIC;
+    }
+    /* the frame as lane 0 sees it (its locals are task-uniform) */
+    const mw_u32 *src = (const mw_u32 *)(c->stk + c->off);
+    mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+    for (mw_u32 i = 0; i * 4 < mw_kind(kind)->frame_bytes; ++i) dst[i] = src[i];
+    fh->resume = L->resume;
+    fh->children = L->children;
+    fh->await_f[0] = L->bad;
+    mw_kids_forget(c, c->d); /* its children's results stay in their slots */
+    const mw_u64 *aw = (const mw_u64 *)(c->stk + mw_await_off(c));
+    mw_u32 n = L->naw - L->cur;
+    mw_u64 ep = mw_ld64(&fh->join) & 0xffffffff00000000ull;
+    mw_st64(&fh->join, ep | (MW_JOIN_HOLD + n));
+    /* the frame before any registration, and join before reading the own CANCEL bit: SC,
+     * pairs with the canceller's fence (protocol.h, Cancellation) */
+    __threadfence();
+    if (mw_cancel_asked(c, L->fut)) {
+      mw_add64(&fh->join, (mw_u64)0 - (MW_JOIN_HOLD + n)); /* nothing registered */
+      res = 2;
+    } else {
+      mw_u32 done = 0;
+      for (mw_u32 i = L->cur; i < L->naw; ++i) {
+        mw_u32 status = MW_ST_OK;
+        int rc = mw_register(c, f, aw[i], &status);
+        if (rc == 0) continue;
+        ++done;
+        mw_u64 bad = rc == 1 ? (status != MW_ST_OK ? aw[i] : 0) : rc == 2 ? MW_BAD_STALE : MW_BAD_NODES;
+        if (bad) mw_cas64(&fh->await_f[0], 0ull, bad);
+      }
+      mw_u64 sub = MW_JOIN_HOLD + done;
+      mw_u32 b = (mw_u32)(mw_add64(&fh->join, (mw_u64)0 - sub) - sub);
+      if (b & MW_JOIN_WOKEN) res = 2; /* a canceller came while we registered: it left us awake */
+      else if (b & MW_JOIN_COUNT) res = 1;
+    }
+    if (res == 1) {
+      ws->depth = c->d; /* the level has left the warp */
+    } else {
+      MW_FENCE();
+      L->bad = mw_ld64(&fh->await_f[0]); /* completions noted their failures there */
+      L->cur = L->naw;
+      if (res == 2) L->flags |= MW_LV_CANCELLED;
+    }
+  }
+  res = mw_bcast(res);
+  if (res == 1) {
+    c->status = MW_RUN_SUSPEND;
+    return true;
+  }
+  if (res == 2) c->cancelled = 1;
+  return false;
 }
 
 /* Runs right after an await completed (inline or on wake-up). Stops the task if it was asked
  * to cancel. Else, with await (tolerant false), fails the task if an awaited future failed or
  * was cancelled; with try_await (tolerant true) the task goes on and reads the outcome with
- * failed(), cancelled(), fail_code(), fail_message(). Either way a stale future, or one another
- * task awaits, fails the task. Collective. Returns true if the task must stop (the body
- * returns). */
+ * failed(), cancelled(), fail_code(), fail_message(). Either way a stale future fails the
+ * task. Collective. Returns true if the task must stop (the body returns). */
 __device__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   mw_u64 bad = 0;
-  mw_u32 cx = 0;
-  if (c->lane == 0) {
-    MW_FENCE();
-    bad = mw_ld64(&c->hdr->await_f[0]);
-    cx = c->cancelled || mw_cancel_asked(c->st, c->hdr->fut);
-  }
+  if (c->lane == 0) bad = c->lv->bad;
   bad = mw_bcast64(bad);
-  if (mw_bcast(cx)) {
-    c->cancelled = 1;
-    return true;
-  }
+  if (c->cancelled) return true;
   if (c->status == MW_RUN_FAIL) return true;
   if (!bad) return false;
-  if (bad == 1) {
+  if (bad == MW_BAD_STALE) {
     mw_fail(c, MW_FAIL_STALE, "awaited a stale or invalid future");
-  } else if (bad == 2) {
-    mw_fail(c, MW_FAIL_AWAITED, "awaited a future another task awaits");
+  } else if (bad == MW_BAD_NODES) {
+    mw_fail(c, MW_FAIL_CAPACITY, "no free waiter node (capacity exhausted)");
   } else if (tolerant) {
     return false;
   } else if (bad == MW_FUT_NOSLOT) {
@@ -726,6 +1343,7 @@ __device__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   return true;
 }
 
+/* ---- reading futures ------------------------------------------------------------------------ */
 /* A future's result bits, typed on read by the producer's result type. */
 struct mw_val {
   mw_u64 bits;
@@ -817,32 +1435,80 @@ MW_VAL_CMP(==)
 MW_VAL_CMP(!=)
 #undef MW_VAL_CMP
 
+/* The outcome of future h as task code reads it: an enum mw_status (PENDING while it runs),
+ * its value bits and result type once complete, its failure code and message once FAILED or
+ * CANCELLED. A stale handle reads as FAILED with MW_FAIL_STALE. A child that ran inline is
+ * read from the warp's recent results. Lane 0. */
+__device__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw_u32 *rtype, int *code,
+                             const char **msg) {
+  *value = 0;
+  *rtype = MW_RT_I64;
+  *code = 0;
+  *msg = "";
+  if (h == MW_FUT_NOSLOT) {
+    *code = MW_FAIL_CAPACITY;
+    *msg = "no free future slot for the spawn (capacity exhausted)";
+    return MW_ST_FAILED;
+  }
+  if (h == MW_FUT_SKIPPED) {
+    *code = MW_FAIL_CANCELLED;
+    *msg = "the spawn was skipped: the spawning task was cancelled";
+    return MW_ST_CANCELLED;
+  }
+  if (h != 0 && MW_FUT_SLOT(h) < c->nslots) {
+    mw_slot *sl = &c->slots[MW_FUT_SLOT(h)];
+    int k = mw_kid_find(c, h);
+    mw_u32 status;
+    if (k >= 0) {
+      mw_kid *K = &c->ws->kid[k];
+      *value = K->value;
+      *rtype = K->rtype;
+      status = K->status;
+    } else {
+      mw_u64 ctl = mw_ld64(&sl->ctl);
+      mw_u32 og = (mw_u32)(ctl >> 32), g = MW_FUT_GEN(h), w = (mw_u32)ctl;
+      if ((og == g && w != MW_CTL_CLOSED) || (og + 1u == g && w == MW_CTL_CLOSED)) return MW_ST_PENDING;
+      if (og != g) {
+        *code = MW_FAIL_STALE;
+        *msg = "stale or invalid future";
+        return MW_ST_FAILED;
+      }
+      MW_FENCE(); /* the result before its CLOSED */
+      *value = sl->value;
+      *rtype = sl->rtype;
+      status = sl->status;
+    }
+    if (status != MW_ST_OK) {
+      *code = sl->code;
+      *msg = sl->msg;
+    }
+    return status;
+  }
+  *code = MW_FAIL_STALE;
+  *msg = "stale or invalid future";
+  return MW_ST_FAILED;
+}
+
 /* value(f): the result of a completed future. Reading a pending or stale one fails the task
  * at its next device call; the value read is 0. Collective. */
 __device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   mw_val v;
   v.bits = 0;
   v.rtype = MW_RT_I64;
-  mw_u32 ok = 1;
+  mw_u32 meta = 0;
   if (c->lane == 0) {
-    if (f.h == 0 || f.h == MW_FUT_NOSLOT || MW_FUT_SLOT(f.h) >= c->st->nslots) {
-      ok = 0;
-    } else {
-      mw_slot *sl = &c->st->slots[MW_FUT_SLOT(f.h)];
-      mw_u64 ctl = mw_ld64(&sl->ctl);
-      if ((mw_u32)(ctl >> 32) != MW_FUT_GEN(f.h) || (mw_u32)ctl != MW_CTL_CLOSED) {
-        ok = 0;
-      } else {
-        MW_FENCE();
-        v.bits = sl->value;
-        v.rtype = sl->rtype;
-      }
-    }
+    int code;
+    const char *msg;
+    mw_u32 st = mw_outcome(c, f.h, &v.bits, &v.rtype, &code, &msg);
+    bool ok = st != MW_ST_PENDING && !(st == MW_ST_FAILED && code == MW_FAIL_STALE) &&
+              f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED;
+    meta = v.rtype | (ok ? 256u : 0u);
   }
   (void)line;
   v.bits = mw_bcast64(v.bits);
-  v.rtype = mw_bcast(v.rtype);
-  if (!mw_bcast(ok) && c->status != MW_RUN_FAIL)
+  meta = mw_bcast(meta);
+  v.rtype = meta & 255u;
+  if (!(meta & 256u) && c->status != MW_RUN_FAIL)
     mw_fail(c, MW_FAIL_NOT_READY, "value() of a future that is not complete");
   return v;
 }
@@ -850,55 +1516,15 @@ __device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
 /* failed(f): true when a completed future failed or was cancelled. Collective. */
 __device__ bool mw_failed_of(mw_ctx *c, future f) {
   mw_u32 r = 0;
-  if (c->lane == 0 && f.h && f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED &&
-      MW_FUT_SLOT(f.h) < c->st->nslots) {
-    mw_slot *sl = &c->st->slots[MW_FUT_SLOT(f.h)];
-    mw_u64 ctl = mw_ld64(&sl->ctl);
-    r = (mw_u32)ctl == MW_CTL_CLOSED && (mw_u32)(ctl >> 32) == MW_FUT_GEN(f.h);
-    if (r) {
-      MW_FENCE();
-      r = sl->status != MW_ST_OK;
-    }
-  } else if (c->lane == 0) {
-    r = 1;
+  if (c->lane == 0) {
+    mw_u64 v;
+    mw_u32 rt;
+    int code;
+    const char *msg;
+    mw_u32 st = mw_outcome(c, f.h, &v, &rt, &code, &msg);
+    r = st == MW_ST_FAILED || st == MW_ST_CANCELLED;
   }
   return mw_bcast(r) != 0;
-}
-
-/* The outcome of future f as task code reads it: an enum mw_status (PENDING while it runs), with
- * its failure code and message once FAILED or CANCELLED. A stale handle reads as FAILED with
- * MW_FAIL_STALE. Lane 0. */
-__device__ mw_u32 mw_outcome(mw_state *st, mw_u64 fh, int *code, const char **msg) {
-  *code = 0;
-  *msg = "";
-  if (fh == MW_FUT_NOSLOT) {
-    *code = MW_FAIL_CAPACITY;
-    *msg = "no free future slot for the spawn (capacity exhausted)";
-    return MW_ST_FAILED;
-  }
-  if (fh == MW_FUT_SKIPPED) {
-    *code = MW_FAIL_CANCELLED;
-    *msg = "the spawn was skipped: the spawning task was cancelled";
-    return MW_ST_CANCELLED;
-  }
-  if (fh != 0 && MW_FUT_SLOT(fh) < st->nslots) {
-    mw_slot *sl = &st->slots[MW_FUT_SLOT(fh)];
-    mw_u64 ctl = mw_ld64(&sl->ctl);
-    mw_u32 og = (mw_u32)(ctl >> 32), g = MW_FUT_GEN(fh), w = (mw_u32)ctl;
-    if ((og == g && w != MW_CTL_CLOSED) || (og + 1u == g && w == MW_CTL_CLOSED)) return MW_ST_PENDING;
-    if (og == g) {
-      MW_FENCE(); /* the result before its CLOSED */
-      mw_u32 status = sl->status;
-      if (status != MW_ST_OK) {
-        *code = sl->code;
-        *msg = sl->msg;
-      }
-      return status;
-    }
-  }
-  *code = MW_FAIL_STALE;
-  *msg = "stale or invalid future";
-  return MW_ST_FAILED;
 }
 
 /* cancelled(f), fail_code(f), fail_message(f): whether a completed future was cancelled; its
@@ -908,25 +1534,31 @@ __device__ mw_u32 mw_outcome(mw_state *st, mw_u64 fh, int *code, const char **ms
 __device__ bool mw_cancelled_of(mw_ctx *c, future f) {
   mw_u32 r = 0;
   if (c->lane == 0) {
+    mw_u64 v;
+    mw_u32 rt;
     int code;
     const char *msg;
-    r = mw_outcome(c->st, f.h, &code, &msg) == MW_ST_CANCELLED;
+    r = mw_outcome(c, f.h, &v, &rt, &code, &msg) == MW_ST_CANCELLED;
   }
   return mw_bcast(r) != 0;
 }
 __device__ int mw_fail_code_of(mw_ctx *c, future f) {
   int code = 0;
   if (c->lane == 0) {
+    mw_u64 v;
+    mw_u32 rt;
     const char *msg;
-    mw_outcome(c->st, f.h, &code, &msg);
+    mw_outcome(c, f.h, &v, &rt, &code, &msg);
   }
   return (int)mw_bcast((mw_u32)code);
 }
 __device__ const char *mw_fail_message_of(mw_ctx *c, future f) {
   const char *msg = "";
   if (c->lane == 0) {
+    mw_u64 v;
+    mw_u32 rt;
     int code;
-    mw_outcome(c->st, f.h, &code, &msg);
+    mw_outcome(c, f.h, &v, &rt, &code, &msg);
   }
   return (const char *)(mw_u64)mw_bcast64((mw_u64)msg);
 }
@@ -937,7 +1569,10 @@ __device__ const char *mw_fail_message_of(mw_ctx *c, future f) {
 __device__ bool mw_cancel_of(mw_ctx *c, future f, int line) {
   if (mw_diverged(c, "cancel", line, f.h)) return false;
   mw_u32 r = 0;
-  if (c->lane == 0) r = (mw_u32)mw_cancel_fut(c, f.h);
+  if (c->lane == 0) {
+    if (mw_kid_find(c, f.h) >= 0) r = 0; /* it ran inline: complete */
+    else r = mw_cancel_queued(c, f.h) ? 1u : (mw_u32)mw_cancel_fut(c, f.h);
+  }
   return mw_bcast(r) != 0;
 }
 
@@ -967,20 +1602,154 @@ __device__ void mw_store_result(mw_ctx *c, double r) {
 __device__ void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
 __device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
 
+/* ---- owning children ------------------------------------------------------------------------ */
+/* The sibling link of owned child slot s (index + 1 in ch): from the warp's recent results or a
+ * record when it has one, else from device memory. Lane 0. */
+__device__ mw_u32 mw_sibling_of(mw_ctx *c, mw_u32 ch) {
+  mw_wstate *ws = c->ws;
+  for (mw_u32 i = 0; i < MW_KIDS; ++i)
+    if (ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(ws->kid[i].fut) == ch - 1) return ws->kid[i].sibling;
+  return mw_ld32(&c->slots[ch - 1].sibling);
+}
+
+/* The owner lets go of child future h (generation gen of slot s): the slot loses the owner's
+ * reference. A child that completed privately while no handle left the warp is freed at once,
+ * with no atomic. Lane 0. */
+__device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
+  mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
+  int k = mw_kid_find(c, h);
+  if (k >= 0) {
+    mw_kid *K = &c->ws->kid[k];
+    mw_u32 n = K->priv ? 2u : 1u; /* a private completion kept the producer's reference */
+    bool mine = K->priv && K->epoch == c->ws->epoch;
+    K->state = MW_KID_NONE;
+    K->priv = 0;
+    K->fut = 0;
+    if (mine) mw_slot_free(c, s, gen);
+    else mw_slot_unref(c, s, gen, n);
+    return;
+  }
+  mw_slot_unref(c, s, gen, 1);
+}
+
 /* release(f): the running task gives up a child future it owns before it finishes (children
  * are otherwise released when their parent finishes), so a loop of spawns holds one slot, not
  * one per iteration. f must not be used afterwards. Collective. */
 __device__ void mw_release(mw_ctx *c, future f) {
-  if (c->lane == 0 && f.h && f.h != MW_FUT_NOSLOT) {
+  if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
+    mw_level *L = c->lv;
     mw_u32 s = MW_FUT_SLOT(f.h);
-    mw_u32 *link = &c->hdr->children;
-    while (*link && *link != s + 1) link = &c->st->slots[*link - 1].sibling;
-    if (*link) { /* one of ours: unlink and drop the owner's reference */
-      *link = c->st->slots[s].sibling;
-      mw_slot_unref(c, s);
+    if (L->children == s + 1) { /* the latest spawn: the common case */
+      L->children = mw_sibling_of(c, s + 1);
+      mw_drop_child(c, f.h);
+    } else {
+      for (mw_u32 prev = L->children; prev;) {
+        mw_u32 next = mw_sibling_of(c, prev);
+        if (next == s + 1) { /* one of ours: unlink it */
+          mw_u32 after = mw_sibling_of(c, next);
+          c->slots[prev - 1].sibling = after;
+          for (mw_u32 i = 0; i < MW_KIDS; ++i)
+            if (c->ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(c->ws->kid[i].fut) == prev - 1)
+              c->ws->kid[i].sibling = after;
+          for (mw_u32 i = 0; i < MW_RECS; ++i)
+            if (c->ws->rec[i].fut && MW_FUT_SLOT(c->ws->rec[i].fut) == prev - 1) c->ws->rec[i].sibling = after;
+          mw_drop_child(c, f.h);
+          break;
+        }
+        prev = next;
+      }
     }
   }
   __syncwarp();
+}
+
+/* ---- finishing a level ---------------------------------------------------------------------- */
+/* Finishes the running level: completes its future (privately when it can), releases its
+ * children, its holds and its frame. A level that ends cancelled cancels the children it still
+ * owns first. Lane 0. */
+__device__ void mw_finish_level(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  mw_level *L = c->lv;
+  mw_u32 kind = L->kind;
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_u64 fut = L->fut;
+  mw_u32 s = MW_FUT_SLOT(fut), gen = MW_FUT_GEN(fut);
+  mw_u32 status;
+  int code = 0;
+  const char *msg = 0, *prefix = 0;
+  char buf[MW_MSG_BYTES];
+  if (c->cancelled || (L->flags & MW_LV_CANCELLED)) {
+    status = MW_ST_CANCELLED;
+    code = MW_FAIL_CANCELLED;
+    mw_cancel_msg(buf, kind);
+    msg = buf;
+  } else if (c->status == MW_RUN_DONE) {
+    status = MW_ST_OK;
+  } else if (c->fail_fut) {
+    /* an awaited child failed or was cancelled: this task ends the same way, with its message */
+    mw_u64 v;
+    mw_u32 rt;
+    const char *cmsg;
+    status = mw_outcome(c, c->fail_fut, &v, &rt, &code, &cmsg) == MW_ST_CANCELLED ? MW_ST_CANCELLED
+                                                                                 : MW_ST_FAILED;
+    for (int i = 0; i < MW_MSG_BYTES; ++i) buf[i] = cmsg[i];
+    msg = buf;
+  } else {
+    status = MW_ST_FAILED;
+    code = c->fail_code;
+    msg = c->fail_msg ? c->fail_msg : "failed";
+    prefix = mw_kind_name(kind);
+  }
+  if (status == MW_ST_CANCELLED)
+    for (mw_u32 ch = L->children; ch; ch = mw_sibling_of(c, ch)) {
+      mw_u64 h = 0;
+      for (mw_u32 i = 0; i < MW_RECS && !h; ++i)
+        if ((ws->rec[i].flags & MW_RF_SPAWN) && MW_FUT_SLOT(ws->rec[i].fut) == ch - 1) h = ws->rec[i].fut;
+      if (!h || !mw_cancel_queued(c, h)) mw_cancel_owned(c, ch - 1);
+    }
+  if (ki->futargs && !c->lost) mw_drop_holds(c, ki->futargs, c->stk + c->off);
+  mw_u64 value = status == MW_ST_OK ? c->value : 0;
+  if (ki->rtype == MW_RT_FUTURE && status == MW_ST_OK) ws->epoch++; /* a handle leaves in it */
+  bool root = (L->flags & MW_LV_ROOT) != 0;
+  bool priv = !root && !(L->flags & MW_LV_PUBLIC) && L->epoch == ws->epoch && s >= c->host_slots;
+  /* counted, children and frame let go before the completion, which adds the counters to the
+   * rows for whoever waits */
+  mw_count(c, kind, status == MW_ST_OK ? MW_CNT_COMPLETED
+                    : status == MW_ST_CANCELLED ? MW_CNT_CANCELLED : MW_CNT_FAILED);
+  for (mw_u32 ch = L->children; ch;) {
+    mw_u32 next = mw_sibling_of(c, ch);
+    mw_u64 h = 0;
+    for (mw_u32 i = 0; i < MW_KIDS && !h; ++i)
+      if (ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(ws->kid[i].fut) == ch - 1) h = ws->kid[i].fut;
+    if (h) mw_drop_child(c, h);
+    else mw_slot_unref(c, ch - 1, MW_NONE, 1);
+    ch = next;
+  }
+  L->children = 0;
+  mw_kids_forget(c, c->d);
+  if (L->flags & MW_LV_PUBLIC) mw_frame_release(c, L->frame);
+  else if (L->frame != MW_NONE) mw_frame_free(c, L->frame);
+  mw_slot *sl = &c->slots[s];
+  if (priv) { /* protocol.h, Private completion */
+    mw_slot_result(sl, status, value, ki->rtype, code, msg, prefix);
+    mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+  } else {
+    mw_complete_slot(c, s, gen, status, value, ki->rtype, code, msg, prefix);
+    if (s >= c->host_slots) mw_slot_unref(c, s, gen, 1); /* the producer's reference */
+  }
+  if (!root) { /* the result for the level that awaits it, one below */
+    mw_kid *K = mw_kid_new(c);
+    K->fut = fut;
+    K->value = value;
+    K->sibling = L->sibling;
+    K->epoch = L->epoch;
+    K->status = (mw_u8)status;
+    K->rtype = (mw_u8)ki->rtype;
+    K->level = (mw_u8)(c->d - 1);
+    K->priv = priv;
+    K->state = MW_KID_DONE;
+  }
+  ws->depth = c->d;
 }
 
 /* ---- what task bodies write --------------------------------------------------------------- */
@@ -994,17 +1763,22 @@ __device__ void mw_release(mw_ctx *c, future f) {
 #define cancel(f) mw_cancel_of(_c, (f), __LINE__)
 #define release(f) mw_release(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
-#define MW_AWAIT_(k, tolerant, ...)                                                       \
-  do {                                                                                    \
-    if (_c->lane == 0) _c->hdr->resume = (k);                                             \
-    mw_save_frame(_c, this, (mw_u32)sizeof(*this));                                       \
-    {                                                                                     \
-      const future _mw_fs[] = {__VA_ARGS__};                                              \
-      if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), __LINE__))      \
-        return (_c->status = MW_RUN_SUSPEND, _mw_ret_t());                                \
-    }                                                                                     \
-    case (k):                                                                             \
-      if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                              \
+/* An await is a resume point k of the body's state machine. The first time through, the
+ * futures are noted and looked at; the body returns when a child must run inline first or the
+ * task suspends, and comes back in at case k, where the await goes on with what is left (the
+ * argument expressions are not evaluated again). */
+#define MW_AWAIT_(k, tolerant, ...)                                                          \
+  do {                                                                                       \
+    {                                                                                        \
+      const future _mw_fs[] = {__VA_ARGS__};                                                 \
+      if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))             \
+        return _mw_ret_t();                                                                  \
+    }                                                                                        \
+    if (0) {                                                                                 \
+    case (k):                                                                                \
+      if (mw_await_more(_c)) return _mw_ret_t();                                             \
+    }                                                                                        \
+    if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                                  \
   } while (0)
 /* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
  * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */
@@ -1014,226 +1788,148 @@ __device__ void mw_release(mw_ctx *c, future f) {
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
-/* ---- task traces (protocol.h): lane 0 only; nothing here runs while tracing is off ---------- */
-
-/* Takes up a change of mw_state.trace_gen: the buffer of a new recording, or none. */
-__device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
-  mw_state *st = c->st;
-  MW_FENCE(); /* gen before the fields the host wrote ahead of it */
-  c->trace_ev = 0;
-  c->trace_head = 0;
-  mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
-  mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
-  if ((gen & 1u) && buf && c->wid < nw) {
-    c->trace_head = (mw_trace_head *)buf + c->wid;
-    c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
-    c->trace_cap = cap;
-    c->trace_n = mw_ld64(&c->trace_head->count);
-  }
-  c->trace_gen = gen;
-  __threadfence_system(); /* the events written so far before the ack (the host reads them next) */
-  mw_u32 *ack = (mw_u32 *)mw_ld64((const mw_u64 *)&st->trace_ack);
-  if (ack) mw_st32(&ack[c->wid], gen);
-}
-
-/* The start of a run (see mw_trace_ev). */
-__device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 arg) {
-  c->trace_run.kind = (mw_u16)kind;
-  c->trace_run.fut = fut;
-  c->trace_run.arg = arg;
-  c->trace_run.t0 = MW_GLOBALTIMER();
-}
-
-/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
-__device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
-  mw_trace_ev *r = &c->trace_run;
-  r->t1 = MW_GLOBALTIMER();
-  r->end = (mw_u8)end;
-  r->n = (mw_u8)n;
-  mw_u64 k = c->trace_n++;
-  if (k < c->trace_cap) c->trace_ev[k] = *r;
-  c->trace_head->count = k + 1;
-}
-
-/* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
- * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
- * if the inbox is empty or no frame is free. */
-__device__ mw_u32 mw_take_inbox(mw_ctx *c) {
-  mw_state *st = c->st;
-  mw_u64 t = 0;
-  mw_u32 f = MW_NONE;
-  if (c->lane == 0) {
-    for (int round = 0; round < 16; ++round) {
-      t = mw_ld64(&st->inbox_head);
-      volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
-      if (cell->seq != t + 1) break;
-      __threadfence_system(); /* seq before the payload (pairs with the host's release) */
-      if (cell->flags & MW_IN_CANCEL) {
-        if (mw_cas64(&st->inbox_head, t, t + 1) != t) continue; /* another worker took it */
-        mw_u64 fut = cell->fut;
-        __threadfence_system();
-        cell->seq = t + st->inbox_cap; /* the cell is free again */
-        mw_cancel_fut(c, fut);
-        continue;
+/* Runs the task set up at level 0 and every child it runs inline, until level 0 finishes or
+ * suspends: a trampoline, so an inline child is a level of the lane stacks, not a call.
+ * Collective. */
+__device__ void mw_run_chain(mw_ctx *c) {
+  mw_wstate *ws = c->ws;
+  c->d = 0;
+  for (;;) {
+    mw_level *L = &ws->lv[c->d];
+    c->lv = L;
+    if (c->trace_due) {
+      if (c->lane == 0) {
+        mw_u32 tg = mw_ld32(&c->st->trace_gen);
+        if (tg != c->trace_gen) mw_trace_switch(c, tg);
       }
-      f = mw_frame_alloc(c);
-      if (f != MW_NONE && mw_cas64(&st->inbox_head, t, t + 1) != t) {
-        mw_frame_free(c, f); /* another worker took it */
-        f = MW_NONE;
-      }
-      break;
+      c->trace_due = 0;
     }
-  }
-  f = mw_bcast(f);
-  if (f == MW_NONE) return MW_NONE;
-  t = mw_bcast64(t);
-  volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
-  mw_frame_hdr *fh = mw_frame(st, f);
-  /* payload: the argument struct, then zeroes up to the frame's end */
-  mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
-  const volatile mw_u32 *src = (const volatile mw_u32 *)cell->args;
-  mw_u32 payload = st->frame_bytes - MW_FRAME_HDR_BYTES;
-  for (mw_u32 i = c->lane; i * 4 < payload; i += 32)
-    dst[i] = i < MW_INBOX_ARG_BYTES / 4 ? src[i] : 0u;
-  __syncwarp();
-  if (c->lane == 0) {
-    mw_u64 fut = cell->fut;
-    mw_u32 kind = cell->kind, flags = cell->flags, bn = cell->bulk_n;
-    __threadfence_system();
-    cell->seq = t + st->inbox_cap; /* the cell is free again */
-    fh->kind = kind;
-    fh->resume = 0;
-    fh->fut = fut;
-    fh->children = 0;
-    fh->flags = MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0);
-    fh->await_f[0] = fh->await_f[1] = 0;
-    fh->bulk_n = bn;
-    fh->bulk_next = 0;
-    fh->bulk_done = 0;
-    fh->bulk_refs = 1;
-    mw_u32 s = MW_FUT_SLOT(fut);
-    mw_slot *sl = &st->slots[s];
-    sl->kind = kind;
-    sl->refs = 1;
-    sl->fref = mw_frame_open(st, f);
-    mw_stat(c, kind)->spawned++;
-    MW_FENCE();
-    if (kind >= st->nkinds) {
-      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
-                       "no such task kind in the executor", 0);
-      mw_stat(c, kind)->failed++;
-      mw_frame_free(c, f);
-      f = MW_NONE;
-    } else if (flags & MW_IN_CANCELLED) { /* cancelled by the host before it got here */
-      char buf[MW_MSG_BYTES];
-      mw_cancel_msg(buf, kind);
-      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_CANCELLED, 0, mw_kind_rtype(kind),
-                       MW_FAIL_CANCELLED, buf, 0);
-      mw_stat(c, kind)->cancelled++;
-      mw_frame_free(c, f);
-      f = MW_NONE;
-    } else if ((flags & MW_IN_BULK) && bn == 0) {
-      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-      mw_stat(c, kind)->completed++;
-      mw_frame_free(c, f);
-      f = MW_NONE;
+    mw_u32 a = 0, resume = 0;
+    if (c->lane == 0) {
+      a = L->kind | (L->flags & MW_LV_CANCELLED ? 256u : 0u) | L->off << 12;
+      resume = L->resume;
     }
-  }
-  return mw_bcast(f);
-}
-
-/* Whether this worker is a poller that has not looked at the inbox for 20 us: a busy poller
- * still takes host spawns and cancel requests (which would otherwise wait until the device has
- * nothing else to do). Collective. */
-#define MW_POLL_NS 20000ull
-__device__ bool mw_poll_due(mw_ctx *c) {
-  mw_u32 due = 0;
-  if (c->lane == 0 && c->wid < MW_POLLERS) {
-    mw_u64 now = MW_GLOBALTIMER();
-    if (now - c->polled >= MW_POLL_NS) {
-      c->polled = now;
-      due = 1;
+    a = mw_bcast(a);
+    c->resume = mw_bcast(resume);
+    c->kind = a & 255u;
+    c->off = a >> 12;
+    c->status = MW_RUN_DONE;
+    c->fail_code = 0;
+    c->fail_msg = 0;
+    c->fail_fut = 0;
+    c->value = 0;
+    c->cancelled = (a >> 8) & 1u;
+    if (!(c->resume == 0 && c->cancelled)) { /* cancelled before it started: it never runs */
+      if (c->trace_ev) mw_trace_begin(c, c->kind, L->fut, c->resume);
+      mw_dispatch(c, c->kind, c->stk + c->off);
+      __syncwarp();
+      if (c->trace_ev)
+        mw_trace_end(c, c->cancelled ? MW_TR_CANCELLED
+                        : c->status == MW_RUN_DONE ? MW_TR_DONE
+                        : c->status == MW_RUN_FAIL ? MW_TR_FAILED : MW_TR_AWAIT, 0);
+    } else if (c->trace_ev) {
+      mw_trace_begin(c, c->kind, L->fut, 0);
+      mw_trace_end(c, MW_TR_CANCELLED, 0);
     }
-  }
-  return mw_bcast(due) != 0;
-}
-
-/* Picks the next task: the inbox when a poll is due, LIFO slot, own deque, inbox (pollers),
- * global queue, then stealing. Collective. */
-__device__ mw_u32 mw_next(mw_ctx *c, mw_u32 idle) {
-  mw_u32 f = MW_NONE;
-  mw_state *st = c->st;
-  if (mw_poll_due(c)) {
-    f = mw_take_inbox(c);
-    if (f != MW_NONE) return f;
-  }
-  if (c->lane == 0) {
-    mw_worker *w = c->w;
-    f = w->lifo;
-    if (f != MW_NONE) w->lifo = MW_NONE;
-    if (f == MW_NONE) f = mw_deque_pop(c);
-  }
-  f = mw_bcast(f);
-  if (f != MW_NONE) return f;
-  if (c->wid < MW_POLLERS || (idle & 1023) == 1023) {
-    f = mw_take_inbox(c);
-    if (f != MW_NONE) return f;
-  }
-  if (c->lane == 0) {
-    f = mw_gq_pop(st);
-    for (int tries = 0; f == MW_NONE && tries < 4 && st->nworkers > 1; ++tries) {
-      mw_worker *w = c->w;
-      w->rng = w->rng * 1664525u + 1013904223u;
-      mw_u32 v = (w->rng >> 8) % st->nworkers;
-      if (v == c->wid) continue;
-      f = mw_deque_steal(&st->workers[v]);
-      if (f != MW_NONE) w->steals++;
+    if (c->status == MW_RUN_CALL) {
+      c->d++;
+      continue;
     }
-  }
-  return mw_bcast(f);
-}
-
-/* Runs one step of frame f: the body until it returns or suspends. Collective. */
-__device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
-  c->frame = f;
-  c->hdr = mw_frame(c->st, f);
-  c->home = (mw_u8 *)c->hdr + MW_FRAME_HDR_BYTES;
-  c->index = 0;
-  c->bulk = 0;
-  c->status = MW_RUN_DONE;
-  c->fail_code = 0;
-  c->fail_msg = 0;
-  c->fail_fut = 0;
-  c->value = 0;
-  c->cancelled = 0;
-  MW_FENCE();
-  mw_u32 kind = c->hdr->kind;
-  c->resume = c->hdr->resume;
-  if (c->trace_ev) mw_trace_begin(c, kind, c->hdr->fut, c->resume);
-  mw_u32 cx = 0;
-  if (c->lane == 0 && c->resume == 0) cx = mw_cancel_asked(c->st, c->hdr->fut);
-  if (mw_bcast(cx)) { /* cancelled before it started: the body never runs */
-    c->cancelled = 1;
-    if (c->trace_ev) mw_trace_end(c, MW_TR_CANCELLED, 0);
-    if (c->lane == 0) mw_finish(c);
+    if (c->status != MW_RUN_SUSPEND && c->lane == 0) mw_finish_level(c);
     __syncwarp();
+    if (c->d == 0) return;
+    c->d--; /* the level below resumes at its await */
+  }
+}
+
+/* Level lv (0, or a nested root above a waiting level) from record r of this CTA, claimed by
+ * this warp: a spawn runs from its arguments (its reserved frame kept for a suspension); a
+ * runnable task from its frame. Its frame goes at byte off of the lane stacks. Collective. */
+__device__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
+__device__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
+  mw_u32 spawn = 0, f = 0, kind = 0;
+  if (c->lane == 0) {
+    spawn = (r->flags & MW_RF_SPAWN) != 0;
+    f = r->frame;
+    kind = r->kind;
+    if (spawn) {
+      mw_level *L = &c->ws->lv[lv];
+      L->fut = r->fut;
+      L->bad = 0;
+      L->kind = kind;
+      L->resume = 0;
+      L->frame = f;
+      L->children = 0;
+      L->flags = MW_LV_ROOT |
+                 ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u);
+      L->epoch = 0;
+      L->off = off;
+      L->sibling = r->sibling;
+      L->naw = L->cur = 0;
+      c->ws->depth = lv + 1;
+    }
+  }
+  spawn = mw_bcast(spawn);
+  if (!spawn) {
+    f = mw_bcast(f);
+    if (c->lane == 0) {
+      MW_FENCE_CTA();
+      mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
+    }
+    mw_root_from_frame(c, f, lv, off);
     return;
   }
-#ifdef MW_SIM
-  if (c->lane == 0) c->w->running = f + 1; /* so a restarted warp knows whose body it left */
-#endif
-  mw_dispatch(c, kind); /* copies the frame, __syncwarp(), runs the body */
-#ifdef MW_SIM
-  if (c->lane == 0) c->w->running = 0;
-#endif
+  kind = mw_bcast(kind);
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_u32 *dst = (mw_u32 *)(c->stk + off);
+  const mw_u32 *src = (const mw_u32 *)r->args;
+  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
   __syncwarp();
-  if (c->trace_ev)
-    mw_trace_end(c, c->cancelled ? MW_TR_CANCELLED
-                    : c->status == MW_RUN_DONE ? MW_TR_DONE
-                    : c->status == MW_RUN_SUSPEND ? MW_TR_AWAIT : MW_TR_FAILED, 0);
-  if (c->status == MW_RUN_SUSPEND) return; /* the frame belongs to its waker now */
-  if (c->lane == 0) mw_finish(c);
+  if (c->lane == 0) {
+    MW_FENCE_CTA();
+    mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
+  }
+}
+
+/* Level lv from frame f (a plain task from the global queue or the inbox, or a woken one). A
+ * frame that resumes after a suspension stops if a canceller woke it or asked. Collective. */
+__device__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
+  mw_frame_hdr *fh = mw_frame(c, f);
+  mw_u32 kind = 0;
+  if (c->lane == 0) {
+    MW_FENCE(); /* the frame after the hand-over that brought it here */
+    kind = fh->kind;
+    mw_level *L = &c->ws->lv[lv];
+    L->fut = fh->fut;
+    L->bad = fh->await_f[0];
+    L->kind = kind;
+    L->resume = fh->resume;
+    L->frame = f;
+    L->children = fh->children;
+    bool cx = (fh->flags & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
+              (L->resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
+    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u);
+    L->epoch = 0;
+    L->off = off;
+    L->sibling = 0;
+    L->naw = L->cur = 0;
+    c->ws->depth = lv + 1;
+  }
+  kind = mw_bcast(kind);
+  const mw_u32 *src = (const mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+  mw_u32 *dst = (mw_u32 *)(c->stk + off);
+  for (mw_u32 i = 0; i * 4 < mw_kind(kind)->frame_bytes; ++i) dst[i] = src[i];
   __syncwarp();
+}
+
+/* Whether frame f is a bulk task. Collective. */
+__device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
+  mw_u32 b = 0;
+  if (c->lane == 0) {
+    MW_FENCE(); /* the frame after the hand-over that brought it here */
+    b = (mw_frame(c, f)->flags & MW_FR_BULK) != 0;
+  }
+  return mw_bcast(b) != 0;
 }
 
 /* Runs instances of a bulk frame until none are left to claim; the worker that finishes the
@@ -1242,34 +1938,35 @@ __device__ void mw_run_plain(mw_ctx *c, mw_u32 f) {
  * them. Collective. */
 __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   mw_state *st = c->st;
-  mw_frame_hdr *h = mw_frame(st, f);
-  c->frame = f;
-  c->hdr = h;
-  c->home = (mw_u8 *)h + MW_FRAME_HDR_BYTES;
+  mw_frame_hdr *h = mw_frame(c, f);
+  mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
+  mw_u32 n = mw_bcast(c->lane == 0 ? h->bulk_n : 0u);
+  const mw_kind_info *ki = mw_kind(kind);
   c->bulk = 1;
   c->cancelled = 0;
-  mw_u32 n = h->bulk_n;
+  c->kind = kind;
+  c->off = 0;
   mw_u32 chunk = n / (st->nworkers * 8u);
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
-  mw_u32 kind = h->kind;
   bool shared = false;
+  mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   for (;;) {
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
-    if (mw_poll_due(c)) {
+    if (mw_bcast(c->lane == 0 ? (mw_u32)mw_poll_due(c) : 0u)) {
       mw_u32 g = mw_take_inbox(c);
-      if (g != MW_NONE && c->lane == 0) mw_deque_push(c, g);
+      if (g != MW_NONE && c->lane == 0) mw_gq_push(st, g);
     }
     mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
-      if (mw_cancel_asked(st, h->fut)) {
+      if (mw_cancel_asked(c, fut)) {
         i = atomicExch(&h->bulk_next, n); /* [i, n) is ours to skip; later claims find n */
         skip = 1;
       } else {
         i = atomicAdd(&h->bulk_next, chunk);
         if (!shared && i + chunk < n) { /* let another worker join in */
           atomicAdd(&h->bulk_refs, 1u);
-          mw_deque_push(c, f);
+          mw_gq_push(st, f);
           shared = true;
         }
       }
@@ -1280,25 +1977,24 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     mw_u32 end = skip ? n : (i + chunk < n ? i + chunk : n);
     mw_u32 failed = 0;
     if (skip && c->lane == 0) atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
-    if (c->trace_ev && !skip) mw_trace_begin(c, kind, h->fut, i);
+    if (c->trace_ev && !skip) mw_trace_begin(c, kind, fut, i);
+    const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
     for (mw_u32 k = i; k < end && !skip; ++k) {
+      mw_u32 *dst = (mw_u32 *)c->stk;
+      for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
       c->index = k;
       c->resume = 0;
       c->status = MW_RUN_DONE;
       c->fail_fut = 0;
-      mw_dispatch(c, kind);
+      mw_dispatch(c, kind, c->stk);
       __syncwarp();
       if (c->status != MW_RUN_DONE && !failed) {
         failed = 1;
-        if (c->lane == 0) { /* the first failure wins; the message is kept in the frame */
+        if (c->lane == 0) { /* the first failure wins; the message is kept in the slot */
           if (!(atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED)) {
-            mw_slot *sl = &st->slots[MW_FUT_SLOT(h->fut)];
+            mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
             sl->code = c->fail_code;
-            mw_strcpy(sl->msg, mw_kind_name(kind), MW_MSG_BYTES, 0);
-            int m = 0;
-            while (sl->msg[m]) ++m;
-            mw_strcpy(sl->msg, ": ", MW_MSG_BYTES, m);
-            mw_strcpy(sl->msg, c->fail_msg ? c->fail_msg : "failed", MW_MSG_BYTES, m + 2);
+            mw_compose(sl->msg, mw_kind_name(kind), c->fail_msg ? c->fail_msg : "failed");
           }
         }
       }
@@ -1307,23 +2003,25 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (c->lane == 0) {
       MW_FENCE();
       if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
-        mw_slot *sl = &st->slots[MW_FUT_SLOT(h->fut)];
-        mw_u32 s = MW_FUT_SLOT(h->fut), g = MW_FUT_GEN(h->fut);
+        mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
+        mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
         mw_u32 fl = mw_ld32(&h->flags);
         char msg[MW_MSG_BYTES];
         if (fl & MW_FR_CANCEL) {
           mw_cancel_msg(msg, kind);
           mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
-          mw_stat(c, kind)->cancelled++;
+          mw_count(c, kind, MW_CNT_CANCELLED);
         } else if (fl & MW_FR_FAILED) {
+          MW_FENCE();
           for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
           mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
-          mw_stat(c, kind)->failed++;
+          mw_count(c, kind, MW_CNT_FAILED);
         } else {
           mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-          mw_stat(c, kind)->completed++;
+          mw_count(c, kind, MW_CNT_COMPLETED);
         }
-        mw_slot_unref(c, s);
+        if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)src);
+        if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
       }
     }
   }
@@ -1332,19 +2030,64 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (atomicSub(&h->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
   }
   c->bulk = 0;
+  c->index = 0;
   __syncwarp();
 }
 
-/* Hands everything this worker holds to shared structures before it exits, so that a relaunch
- * with a different number of workers loses nothing. Lane 0. */
+/* The next task for this idle warp: its own newest record (a woken task runs where it woke, a
+ * spawn its parent left behind), else the oldest aged record of another warp of its CTA, else
+ * the global run queue. Collective. Sets *rec (a claimed record) or returns a frame. */
+__device__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
+  mw_u32 f = MW_NONE;
+  mw_u64 rp = 0;
+  if (c->lane == 0) {
+    mw_wstate *ws = c->ws;
+    mw_rec *best = 0;
+    mw_u32 bs = 0;
+    for (mw_u32 i = 0; i < MW_RECS; ++i) {
+      mw_rec *r = &ws->rec[i];
+      mw_u32 s = mw_ld32(&r->state);
+      if (MW_REC_ST(s) == MW_REC_READY && (!best || r->t0 >= best->t0)) {
+        best = r;
+        bs = s;
+      }
+    }
+    if (best && atomicCAS(&best->state, bs, (bs & ~15u) | MW_REC_OWNED) == bs) {
+      rp = (mw_u64)best;
+    } else if ((best = mw_claim_aged(c, false, MW_REC_TAKEN)) != 0) {
+      rp = (mw_u64)best;
+      ws->steals++;
+    } else {
+      f = mw_gq_pop(c->st);
+    }
+  }
+  *rec = (mw_rec *)mw_bcast64(rp);
+  return mw_bcast(f);
+}
+
+/* Hands everything this warp holds to device memory before it leaves, so that a relaunch
+ * with a different number of workers loses nothing: its records become frames in the global
+ * queue, its caches go back to the free stacks, its counters to its rows. Lane 0. */
 __device__ void mw_flush(mw_ctx *c) {
-  mw_worker *w = c->w;
+  mw_wstate *ws = c->ws;
   mw_state *st = c->st;
-  if (w->lifo != MW_NONE) mw_gq_push(st, w->lifo);
-  w->lifo = MW_NONE;
-  for (mw_u32 f; (f = mw_deque_pop(c)) != MW_NONE;) mw_gq_push(st, f);
-  while (w->nfree_frames) mw_stack_push(&st->frame_head, st->frame_next, w->free_frames[--w->nfree_frames]);
-  while (w->nfree_slots) mw_stack_push(&st->slot_head, st->slot_next, w->free_slots[--w->nfree_slots]);
+  for (mw_u32 i = 0; i < MW_RECS; ++i) {
+    mw_rec *r = &ws->rec[i];
+    mw_u32 s = mw_ld32(&r->state);
+    while (MW_REC_ST(s) == MW_REC_TAKEN) s = mw_ld32(&r->state); /* a thief is copying it */
+    if (MW_REC_ST(s) != MW_REC_READY || atomicCAS(&r->state, s, (s & ~15u) | MW_REC_OWNED) != s) continue;
+    mw_gq_push(st, mw_rec_to_frame(c, r));
+    mw_st32(&r->state, (s & ~15u) | MW_REC_FREE);
+  }
+  for (mw_u32 i = 0; i < MW_KIDS; ++i) ws->kid[i].state = MW_KID_NONE;
+  while (ws->nfree_frames) mw_stack_push(&st->frame_head, st->frame_next, ws->free_frames[--ws->nfree_frames]);
+  while (ws->nfree_slots) {
+    --ws->nfree_slots;
+    mw_stack_push(&st->slot_head, st->slot_next, ws->free_slots[ws->nfree_slots]);
+  }
+  while (ws->nfree_nodes) mw_node_push(c, ws->free_nodes[--ws->nfree_nodes]);
+  mw_flush_counts(c);
+  ws->depth = 0;
 }
 
 /* The stop barrier (protocol.h, Stopping): true when every worker arrived and all leave,
@@ -1360,39 +2103,100 @@ __device__ bool mw_stop_barrier(mw_state *st) {
   }
 }
 
+/* Runs a task taken by the loop: a record, or a frame (plain or bulk). Collective. */
+__device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
+  c->yield = 0;
+  c->nest = 0;
+  if (c->lane == 0 && c->ws->dirty) mw_flush_counts(c); /* what ran before, for the host */
+  if (rec) mw_root_from_rec(c, rec, 0, 0);
+  else if (mw_is_bulk(c, f)) return mw_run_bulk(c, f);
+  else mw_root_from_frame(c, f, 0, 0);
+  mw_run_chain(c);
+}
+
+/* The worker's state in shared memory: a __shared__ array of the CTA on the GPU, host memory
+ * the sim backend allocates for all CTAs. */
+#ifdef MW_SIM
+#define MW_CTA_STATE(st, cta) ((st)->sim_cta + (mw_u64)(cta) * MW_CTA_WARPS)
+#else
+#define MW_CTA_STATE(st, cta) mw_cta_shared
+#endif
+
 __device__ void mw_executor(mw_state *st) {
+#ifndef MW_SIM
+  __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
+#endif
+  mw_u8 stack[MW_LSTACK_BYTES] __attribute__((aligned(16)));
   mw_ctx c;
   c.st = st;
+  c.slots = st->slots;
+  c.frames = st->frames;
+  c.nodes = st->nodes;
+  c.frame_bytes = st->frame_bytes;
+  c.nslots = st->nslots;
+  c.host_slots = st->host_slots;
+  c.cache_cap = st->cache_cap;
   c.lane = threadIdx.x & 31u;
   c.wid = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (c.wid >= st->nworkers) return;
-  c.w = &st->workers[c.wid];
+  mw_u32 cta = c.wid / MW_CTA_WARPS;
+  c.cw = c.wid % MW_CTA_WARPS;
+  mw_u32 nw = st->nworkers;
+  c.cn = nw - cta * MW_CTA_WARPS < MW_CTA_WARPS ? nw - cta * MW_CTA_WARPS : MW_CTA_WARPS;
+  c.cta = MW_CTA_STATE(st, cta);
+  c.ws = &c.cta[c.cw];
+  c.stk = stack;
+  c.d = 0;
+  c.lv = &c.ws->lv[0];
   c.bulk = 0;
+  c.index = 0;
   c.cancelled = 0;
-  c.polled = 0;
+  c.idle = 0;
+  c.calls = 0;
+  c.lost = 0;
+  c.nest = 0;
+  c.yield = 0;
+  c.trace_due = 0;
+  c.kind = 0;
+  c.off = 0;
   c.trace_gen = 0;
   c.trace_ev = 0;
   c.trace_head = 0;
+#ifndef MW_SIM
+  { /* a fresh launch: the CTA's shared state starts empty */
+    mw_u32 *p = (mw_u32 *)c.ws;
+    for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
+    __syncthreads();
+  }
+#endif
+  if (c.wid >= nw) return;
+  c.gw = &st->workers[c.wid];
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
-   * and the task it was running fails with the divergence message */
+   * and the levels it was running fail with the divergence message (their frames on the lane
+   * stacks are gone: the innermost fails, each level below it ends with its failure) */
   __mw_sim_restart_on_divergence();
-  if (c.lane == 0 && c.w->running) {
-    c.frame = c.w->running - 1;
-    c.hdr = mw_frame(st, c.frame);
-    c.home = (mw_u8 *)c.hdr + MW_FRAME_HDR_BYTES;
-    c.status = MW_RUN_FAIL;
-    c.fail_code = MW_FAIL_DIVERGED;
-    c.fail_msg = c.w->abort_msg;
-    c.fail_fut = 0;
-    c.cancelled = 0;
-    c.value = 0;
-    mw_finish(&c);
-    c.w->running = 0;
+  if (c.lane == 0 && c.ws->depth) {
+    for (mw_u32 d = c.ws->depth; d-- > 0;) {
+      c.d = d;
+      c.lv = &c.ws->lv[d];
+      c.off = c.lv->off;
+      c.kind = c.lv->kind;
+      c.status = MW_RUN_FAIL;
+      c.fail_code = MW_FAIL_DIVERGED;
+      c.fail_msg = c.gw->abort_msg;
+      c.fail_fut = 0;
+      c.cancelled = 0;
+      c.value = 0;
+      c.lost = 1;
+      c.lv->flags |= MW_LV_PUBLIC; /* never private: its level below learns from the slot */
+      mw_finish_level(&c);
+    }
+    c.ws->depth = 0;
+    c.lost = 0;
   }
   __syncwarp();
 #endif
-  mw_u32 idle = 0, nap = 32, tasks = 0;
+  mw_u32 nap = 32, tasks = 0, idle = 0;
   bool poller = c.wid < MW_POLLERS;
   for (;;) {
     mw_u32 stop = 0;
@@ -1407,26 +2211,41 @@ __device__ void mw_executor(mw_state *st) {
       mw_u32 leave = 0;
       if (c.lane == 0) {
         mw_flush(&c);
+        if (c.idle) atomicSub(&st->hungry, 1u);
+        c.idle = 0;
         leave = mw_stop_barrier(st);
       }
       if (mw_bcast(leave)) break;
       continue;
     }
-    mw_u32 f = mw_next(&c, idle);
-    if (f == MW_NONE) {
+    mw_rec *rec = 0;
+    mw_u32 f = MW_NONE;
+    /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
+    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c);
+    if (f == MW_NONE) f = mw_next(&c, &rec);
+    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) f = mw_take_inbox(&c);
+    if (f == MW_NONE && !rec) {
       ++idle;
-      if (c.lane == 0) c.w->idle_loops++;
+      if (c.lane == 0) {
+        c.gw->idle_loops++;
+        if (!c.idle) { /* now idle: counted as hungry, counters up to date */
+          c.idle = 1;
+          atomicAdd(&st->hungry, 1u);
+          mw_flush_counts(&c);
+        }
+      }
       __nanosleep(nap);
-      if (nap < 4096) nap *= 2;
+      if (nap < 1024) nap *= 2;
       continue;
+    }
+    if (c.lane == 0 && c.idle) {
+      c.idle = 0;
+      atomicSub(&st->hungry, 1u);
     }
     idle = 0;
     nap = 32;
     if (c.lane == 0 && (++tasks & 4095) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
-    if (mw_frame(st, f)->flags & MW_FR_BULK)
-      mw_run_bulk(&c, f);
-    else
-      mw_run_plain(&c, f);
+    mw_run_task(&c, rec, f);
   }
   if (c.lane == 0) {
     __threadfence_system();

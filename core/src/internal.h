@@ -102,7 +102,8 @@ struct mw_runtime {
   uint32_t comp_cap;
   /* device */
   uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
-  uint64_t frame_next_dev, slot_next_dev, gq_dev, gq_seq_dev;
+  uint64_t frame_next_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;
+  uint32_t nnodes;
   mw_state state; /* what was copied to state_dev */
   /* host futures */
   mw__hslot *hs;

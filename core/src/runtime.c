@@ -88,8 +88,9 @@ static void release_device(mw_runtime *rt) {
 
 _Static_assert(sizeof(mw_frame_hdr) == MW_FRAME_HDR_BYTES, "frame header size (protocol.h)");
 _Static_assert(sizeof(mw_slot) == 144, "future slot size (protocol.h)");
-_Static_assert(offsetof(mw_state, stop_arrived) == offsetof(mw_state, stop) + 4,
-               "stop_arrived follows stop: one copy resets both (protocol.h, Stopping)");
+_Static_assert(offsetof(mw_state, stop_arrived) == offsetof(mw_state, stop) + 4 &&
+                   offsetof(mw_state, hungry) == offsetof(mw_state, stop) + 8,
+               "stop_arrived and hungry follow stop: one copy resets them (protocol.h, Stopping)");
 
 static int alloc_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
@@ -111,7 +112,9 @@ static int alloc_state(mw_runtime *rt) {
     return rc;
   memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
 
-  /* device arrays */
+  /* device arrays; on sim also the CTAs' shared state (on the GPU it is on chip) */
+  uint32_t nctas = (uint32_t)((mw + MW_CTA_WARPS - 1) / MW_CTA_WARPS);
+  int sim = o == &mw__backend_sim;
   struct {
     uint64_t *dev;
     size_t bytes;
@@ -124,10 +127,13 @@ static int alloc_state(mw_runtime *rt) {
       {&rt->slot_next_dev, ns * sizeof(uint32_t)},
       {&rt->gq_dev, (size_t)gq_cap * sizeof(uint32_t)},
       {&rt->gq_seq_dev, (size_t)gq_cap * sizeof(uint64_t)},
+      {&rt->nodes_dev, (size_t)rt->nnodes * sizeof(uint64_t)},
+      {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
+      {&rt->sim_cta_dev, sim ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i)
-    if ((rc = o->alloc(rt, arrays[i].bytes, arrays[i].dev))) return rc;
+    if (arrays[i].bytes && (rc = o->alloc(rt, arrays[i].bytes, arrays[i].dev))) return rc;
 
   /* initial contents, built on the host in chunks */
   size_t chunk = 1u << 16;
@@ -160,6 +166,18 @@ static int alloc_state(mw_runtime *rt) {
     for (size_t i = 0; i < n; ++i) q[i] = b + i;
     rc = o->h2d(rt, rt->gq_seq_dev + b * 8, q, n * 8);
   }
+  /* waiter nodes: all free, linked through their high words (protocol.h, waiter nodes) */
+  for (size_t b = 0; b < rt->nnodes && !rc; b += chunk) {
+    size_t n = rt->nnodes - b < chunk ? rt->nnodes - b : chunk;
+    uint64_t *q = tmp;
+    for (size_t i = 0; i < n; ++i) q[i] = (b + i + 1 < rt->nnodes) ? (uint64_t)(b + i + 2) << 32 : 0;
+    rc = o->h2d(rt, rt->nodes_dev + b * 8, q, n * 8);
+  }
+  for (size_t b = 0; b < rt->host_slots && !rc; b += chunk) {
+    size_t n = rt->host_slots - b < chunk ? rt->host_slots - b : chunk;
+    memset(tmp, 0, n * 4);
+    rc = o->h2d(rt, rt->hrefs_dev + b * 4, tmp, n * 4);
+  }
   free(tmp);
   if (rc) return rc;
   mw_worker *ws = calloc(mw, sizeof *ws);
@@ -168,10 +186,6 @@ static int alloc_state(mw_runtime *rt) {
     free(ws);
     free(zero);
     return MW_ENOMEM;
-  }
-  for (size_t i = 0; i < mw; ++i) {
-    ws[i].lifo = MW_NONE;
-    ws[i].rng = (uint32_t)(i * 2654435761u + 12345u);
   }
   rc = o->h2d(rt, rt->workers_dev, ws, mw * sizeof *ws);
   if (!rc) rc = o->h2d(rt, rt->stats_dev, zero, mw * MW_MAX_KINDS * sizeof(mw_stat_row));
@@ -202,6 +216,11 @@ static int alloc_state(mw_runtime *rt) {
   st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
   st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
   st->gq_seq = (mw_u64 *)(uintptr_t)rt->gq_seq_dev;
+  st->nodes = (mw_u64 *)(uintptr_t)rt->nodes_dev;
+  st->hrefs = (mw_u32 *)(uintptr_t)rt->hrefs_dev;
+  st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
+  st->nnodes = rt->nnodes;
+  st->node_head = rt->nnodes ? 1 : 0;
   st->frame_head = nf ? 1 : 0;
   st->slot_head = ns > rt->host_slots ? rt->host_slots + 1 : 0;
   return o->h2d(rt, rt->state_dev, st, sizeof *st);
@@ -211,7 +230,7 @@ static void free_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
                       &rt->frame_next_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
-                      &rt->state_dev};
+                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
     if (*devs[i]) o->free(rt, *devs[i]), *devs[i] = 0;
   if (rt->ctl) o->free_pinned(rt, (void *)rt->ctl), rt->ctl = NULL;
@@ -265,6 +284,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
   rt->nslots = rt->nframes + rt->host_slots;
+  /* waiter nodes: a suspended task holds one per future it waits for (await_all: several) */
+  rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
@@ -358,8 +379,8 @@ static int stop_executor(mw_runtime *rt, double deadline) {
 
 static int start_executor(mw_runtime *rt) {
   rt->ctl->exited = 0;
-  /* stop and stop_arrived, adjacent: a fresh stop barrier (protocol.h, Stopping) */
-  const uint32_t zero[2] = {0, 0};
+  /* stop, stop_arrived and hungry, adjacent: a fresh stop barrier (protocol.h, Stopping) */
+  const uint32_t zero[3] = {0, 0, 0};
   int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), zero, sizeof zero);
   if (rz) return rz;
   rt->state.nworkers = rt->nworkers;
@@ -956,9 +977,8 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
       out->steals += ws[i].steals;
       taken += ws[i].frames_taken;
       freed += ws[i].frames_freed;
-      /* a snapshot taken while the workers run: each count is exact, their sum approximate */
-      if (ws[i].bottom > ws[i].top) out->queued_local += ws[i].bottom - ws[i].top;
-      if (ws[i].lifo != MW_NONE) out->queued_local++;
+      /* as each worker last wrote its counters (protocol.h, per-worker rows) */
+      out->queued_local += ws[i].queued;
     }
   free(ws);
   out->frames_in_use = taken > freed ? (uint32_t)(taken - freed) : 0;
