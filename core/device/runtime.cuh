@@ -728,7 +728,7 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 /* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
  * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
  * if the inbox is empty or no frame is free. */
-__device__ mw_u32 mw_take_inbox(mw_ctx *c) {
+__device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
   mw_state *st = c->st;
   mw_u64 t = 0;
   mw_u32 f = MW_NONE;
@@ -963,7 +963,7 @@ __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
 /* Spawns a task of kind with the argument struct args (the kind's args_bytes; the same in
  * every lane). A plain spawn becomes a record of this warp (protocol.h); a bulk spawn a frame
  * in the global run queue at once. Collective; returns the future in every lane. */
-__device__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
+__device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                int line) {
   future fu;
   fu.h = 0;
@@ -1075,14 +1075,14 @@ __device__ __forceinline__ mw_u32 mw_await_off(mw_ctx *c) {
   return c->off + mw_round16(mw_kind(c->kind)->frame_bytes);
 }
 
-__device__ bool mw_await_more(mw_ctx *c);
+__device__ __noinline__ bool mw_await_more(mw_ctx *c);
 
 /* Starts an await of fs[0..n) (protocol.h: the levels). Collective. Returns true when the body
  * must return now: a child runs inline first (MW_RUN_CALL), or the level suspended
  * (MW_RUN_SUSPEND; it touches nothing of its frame after, it may run on elsewhere already).
  * Returns false when every future is complete, or the task is to stop (mw_after_await then
  * stops it, or handles a failure among the futures). */
-__device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
+__device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
   if (c->bulk) {
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
@@ -1108,7 +1108,7 @@ __device__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
 
 /* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
  * run of level d with MW_RUN_CALL: the trampoline runs the child next. Collective. */
-__device__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
+__device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_wstate *ws = c->ws;
   mw_rec *rec = &ws->rec[r];
   mw_u32 kind = 0;
@@ -1141,15 +1141,15 @@ __device__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   c->status = MW_RUN_CALL;
 }
 
-__device__ bool mw_suspend(mw_ctx *c);
-__device__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off);
+__device__ __noinline__ bool mw_suspend(mw_ctx *c);
+__device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off);
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
  * passed (the first failure noted), the first spawn of this warp still in a record runs inline
  * (MW_RUN_CALL), and at the first one pending elsewhere the level suspends on the rest. Called
  * by mw_await, and by the body when it resumes at its await (after an inline child, or after
  * it was woken: then nothing is left to wait for). Collective. */
-__device__ bool mw_await_more(mw_ctx *c) {
+__device__ __noinline__ bool mw_await_more(mw_ctx *c) {
   enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3 };
   mw_u32 act = ALL_DONE, arg = 0, coff = 0;
   mw_u64 nest = 0;
@@ -1236,7 +1236,7 @@ __device__ bool mw_await_more(mw_ctx *c) {
  * frame goes to device memory (a frame reserved at its spawn, else a fresh one), it registers
  * on each (protocol.h, join: Suspend) and leaves the warp, unless they all completed meanwhile
  * or a canceller came (then it goes on here). Collective. Returns true when it suspended. */
-__device__ bool mw_suspend(mw_ctx *c) {
+__device__ __noinline__ bool mw_suspend(mw_ctx *c) {
   mw_level *L = c->lv;
   mw_u32 ok = 1;
   if (c->lane == 0 && L->frame == MW_NONE) {
@@ -1319,7 +1319,7 @@ __device__ bool mw_suspend(mw_ctx *c) {
  * was cancelled; with try_await (tolerant true) the task goes on and reads the outcome with
  * failed(), cancelled(), fail_code(), fail_message(). Either way a stale future fails the
  * task. Collective. Returns true if the task must stop (the body returns). */
-__device__ bool mw_after_await(mw_ctx *c, bool tolerant) {
+__device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   mw_u64 bad = 0;
   if (c->lane == 0) bad = c->lv->bad;
   bad = mw_bcast64(bad);
@@ -1439,7 +1439,7 @@ MW_VAL_CMP(!=)
  * its value bits and result type once complete, its failure code and message once FAILED or
  * CANCELLED. A stale handle reads as FAILED with MW_FAIL_STALE. A child that ran inline is
  * read from the warp's recent results. Lane 0. */
-__device__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw_u32 *rtype, int *code,
+__device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw_u32 *rtype, int *code,
                              const char **msg) {
   *value = 0;
   *rtype = MW_RT_I64;
@@ -1491,7 +1491,7 @@ __device__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw_u32 *rtype, 
 
 /* value(f): the result of a completed future. Reading a pending or stale one fails the task
  * at its next device call; the value read is 0. Collective. */
-__device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
+__device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   mw_val v;
   v.bits = 0;
   v.rtype = MW_RT_I64;
@@ -1514,7 +1514,7 @@ __device__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
 }
 
 /* failed(f): true when a completed future failed or was cancelled. Collective. */
-__device__ bool mw_failed_of(mw_ctx *c, future f) {
+__device__ __noinline__ bool mw_failed_of(mw_ctx *c, future f) {
   mw_u32 r = 0;
   if (c->lane == 0) {
     mw_u64 v;
@@ -1531,7 +1531,7 @@ __device__ bool mw_failed_of(mw_ctx *c, future f) {
  * failure code (0 unless it failed or was cancelled; MW_FAIL_CANCELLED = -9 when cancelled);
  * its message ("" unless it failed or was cancelled; valid while the future is held). For use
  * after try_await. Collective. */
-__device__ bool mw_cancelled_of(mw_ctx *c, future f) {
+__device__ __noinline__ bool mw_cancelled_of(mw_ctx *c, future f) {
   mw_u32 r = 0;
   if (c->lane == 0) {
     mw_u64 v;
@@ -1542,7 +1542,7 @@ __device__ bool mw_cancelled_of(mw_ctx *c, future f) {
   }
   return mw_bcast(r) != 0;
 }
-__device__ int mw_fail_code_of(mw_ctx *c, future f) {
+__device__ __noinline__ int mw_fail_code_of(mw_ctx *c, future f) {
   int code = 0;
   if (c->lane == 0) {
     mw_u64 v;
@@ -1552,7 +1552,7 @@ __device__ int mw_fail_code_of(mw_ctx *c, future f) {
   }
   return (int)mw_bcast((mw_u32)code);
 }
-__device__ const char *mw_fail_message_of(mw_ctx *c, future f) {
+__device__ __noinline__ const char *mw_fail_message_of(mw_ctx *c, future f) {
   const char *msg = "";
   if (c->lane == 0) {
     mw_u64 v;
@@ -1566,7 +1566,7 @@ __device__ const char *mw_fail_message_of(mw_ctx *c, future f) {
 /* cancel(f): asks the task of future f (a child, or any future the task holds) to stop; see
  * protocol.h, Cancellation. True when the request was delivered (f was pending), false when f
  * was complete or not a live future. Collective. */
-__device__ bool mw_cancel_of(mw_ctx *c, future f, int line) {
+__device__ __noinline__ bool mw_cancel_of(mw_ctx *c, future f, int line) {
   if (mw_diverged(c, "cancel", line, f.h)) return false;
   mw_u32 r = 0;
   if (c->lane == 0) {
@@ -1635,7 +1635,7 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
 /* release(f): the running task gives up a child future it owns before it finishes (children
  * are otherwise released when their parent finishes), so a loop of spawns holds one slot, not
  * one per iteration. f must not be used afterwards. Collective. */
-__device__ void mw_release(mw_ctx *c, future f) {
+__device__ __noinline__ void mw_release(mw_ctx *c, future f) {
   if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
     mw_level *L = c->lv;
     mw_u32 s = MW_FUT_SLOT(f.h);
@@ -1667,7 +1667,7 @@ __device__ void mw_release(mw_ctx *c, future f) {
 /* Finishes the running level: completes its future (privately when it can), releases its
  * children, its holds and its frame. A level that ends cancelled cancels the children it still
  * owns first. Lane 0. */
-__device__ void mw_finish_level(mw_ctx *c) {
+__device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   mw_wstate *ws = c->ws;
   mw_level *L = c->lv;
   mw_u32 kind = L->kind;
@@ -1791,7 +1791,7 @@ __device__ void mw_finish_level(mw_ctx *c) {
 /* Runs the task set up at level 0 and every child it runs inline, until level 0 finishes or
  * suspends: a trampoline, so an inline child is a level of the lane stacks, not a call.
  * Collective. */
-__device__ void mw_run_chain(mw_ctx *c) {
+__device__ __noinline__ void mw_run_chain(mw_ctx *c) {
   mw_wstate *ws = c->ws;
   c->d = 0;
   for (;;) {
@@ -1845,8 +1845,8 @@ __device__ void mw_run_chain(mw_ctx *c) {
 /* Level lv (0, or a nested root above a waiting level) from record r of this CTA, claimed by
  * this warp: a spawn runs from its arguments (its reserved frame kept for a suspension); a
  * runnable task from its frame. Its frame goes at byte off of the lane stacks. Collective. */
-__device__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
-__device__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
+__device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
   mw_u32 spawn = 0, f = 0, kind = 0;
   if (c->lane == 0) {
     spawn = (r->flags & MW_RF_SPAWN) != 0;
@@ -1893,7 +1893,7 @@ __device__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
 
 /* Level lv from frame f (a plain task from the global queue or the inbox, or a woken one). A
  * frame that resumes after a suspension stops if a canceller woke it or asked. Collective. */
-__device__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = 0;
   if (c->lane == 0) {
@@ -1936,7 +1936,7 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
  * last instance completes the future; the last reference frees the frame. A cancelled bulk
  * task runs no more instances: the worker that sees the request claims the rest and skips
  * them. Collective. */
-__device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
+__device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
@@ -2037,7 +2037,7 @@ __device__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
 /* The next task for this idle warp: its own newest record (a woken task runs where it woke, a
  * spawn its parent left behind), else the oldest aged record of another warp of its CTA, else
  * the global run queue. Collective. Sets *rec (a claimed record) or returns a frame. */
-__device__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
+__device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
   mw_u32 f = MW_NONE;
   mw_u64 rp = 0;
   if (c->lane == 0) {
@@ -2068,7 +2068,7 @@ __device__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
 /* Hands everything this warp holds to device memory before it leaves, so that a relaunch
  * with a different number of workers loses nothing: its records become frames in the global
  * queue, its caches go back to the free stacks, its counters to its rows. Lane 0. */
-__device__ void mw_flush(mw_ctx *c) {
+__device__ __noinline__ void mw_flush(mw_ctx *c) {
   mw_wstate *ws = c->ws;
   mw_state *st = c->st;
   for (mw_u32 i = 0; i < MW_RECS; ++i) {

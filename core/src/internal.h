@@ -67,6 +67,11 @@ typedef struct mw__hslot {
   uint8_t live; /* spawned and not yet returned to the free list */
   uint32_t kind;
   uint8_t cancel_sent; /* a cancel request went to the device */
+  uint8_t given;       /* passed to a task as an argument: device tasks may hold it (hrefs) */
+  uint8_t deferred;    /* otherwise free, waiting for the device's holders to let go */
+  uint32_t holders;    /* host spawns not yet complete that were given it as an argument */
+  uint32_t nholds;     /* host futures this spawn was given (holds[]) */
+  uint32_t *holds;
   uint64_t ticket;     /* the inbox ticket of its spawn */
   mw_result res;
 } mw__hslot;
@@ -108,6 +113,8 @@ struct mw_runtime {
   /* host futures */
   mw__hslot *hs;
   uint32_t *hfree, nhfree;
+  uint32_t ndeferred;  /* host slots waiting for their device holders (mw__hslot.deferred) */
+  double last_sweep;   /* when hrefs was last read */
   uint64_t host_spawned, host_completed, in_flight;
   /* programs and buffers */
   mw_program **progs;

@@ -320,6 +320,8 @@ MW_API const char *mw_runtime_backend(const mw_runtime *rt) { return rt->ops->na
 MW_API const char *mw_runtime_last_error(const mw_runtime *rt) { return rt->err; }
 MW_API int mw_runtime_faulted(const mw_runtime *rt) { return rt->faulted; }
 
+static void hslot_settle(mw_runtime *rt, uint32_t s);
+
 /* Fails every host future still pending with code/message. */
 static void fail_pending(mw_runtime *rt, int status, const char *msg) {
   for (uint32_t i = 0; i < rt->host_slots; ++i) {
@@ -330,9 +332,25 @@ static void fail_pending(mw_runtime *rt, int status, const char *msg) {
     h->res.status = status;
     snprintf(h->res.message, sizeof h->res.message, "%s", msg);
     rt->in_flight--;
-    if (!h->held) {
+    /* the device will not run again: nothing it holds matters any more */
+    free(h->holds);
+    h->holds = NULL;
+    h->nholds = 0;
+    h->holders = 0;
+    h->given = 0;
+  }
+  for (uint32_t i = 0; i < rt->host_slots; ++i) {
+    mw__hslot *h = &rt->hs[i];
+    if (h->deferred) {
+      h->deferred = 0;
+      h->given = 0;
+      rt->ndeferred--;
       h->live = 0;
       rt->hfree[rt->nhfree++] = i;
+    } else if (h->live && !h->held && h->state != MW_ST_PENDING) {
+      h->holders = 0;
+      h->given = 0;
+      hslot_settle(rt, i);
     }
   }
 }
@@ -424,6 +442,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt);
   release_device(rt);
+  for (uint32_t i = 0; i < rt->host_slots; ++i) free(rt->hs[i].holds);
   free(rt->hs);
   free(rt->hfree);
   free(rt);
@@ -551,6 +570,52 @@ MW_API int mw_program_find(const mw_program *p, const char *name) {
 
 /* ---- completions and host futures ----------------------------------------------------------- */
 
+/* Returns host slot s to the free list once nothing holds it: it is complete, the script let go
+ * of it, no host spawn it was given to is pending, and, if it was ever given to a task, the
+ * device says its tasks hold it no more (hrefs, read by sweep_deferred; protocol.h, inbox). */
+static void hslot_settle(mw_runtime *rt, uint32_t s) {
+  mw__hslot *h = &rt->hs[s];
+  if (!h->live || h->held || h->state == MW_ST_PENDING || h->holders || h->deferred) return;
+  if (h->given) {
+    h->deferred = 1;
+    rt->ndeferred++;
+    return;
+  }
+  h->live = 0;
+  rt->hfree[rt->nhfree++] = s;
+}
+
+/* Frees the deferred host slots whose device holders have all let go: one read of hrefs. */
+static void sweep_deferred(mw_runtime *rt) {
+  if (!rt->ndeferred || rt->faulted) return;
+  uint32_t *refs = malloc((size_t)rt->host_slots * sizeof *refs);
+  if (!refs) return;
+  rt->last_sweep = mw__now();
+  if (rt->ops->d2h(rt, refs, rt->hrefs_dev, (size_t)rt->host_slots * sizeof *refs) == 0)
+    for (uint32_t s = 0; s < rt->host_slots; ++s) {
+      mw__hslot *h = &rt->hs[s];
+      if (!h->deferred || refs[s]) continue;
+      h->deferred = 0;
+      h->given = 0;
+      rt->ndeferred--;
+      h->live = 0;
+      rt->hfree[rt->nhfree++] = s;
+    }
+  free(refs);
+}
+
+/* The host futures spawn h was given let go of it: it has completed. */
+static void release_holds(mw_runtime *rt, mw__hslot *h) {
+  for (uint32_t i = 0; i < h->nholds; ++i) {
+    mw__hslot *g = &rt->hs[h->holds[i]];
+    if (g->holders) g->holders--;
+    hslot_settle(rt, h->holds[i]);
+  }
+  free(h->holds);
+  h->holds = NULL;
+  h->nholds = 0;
+}
+
 static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
   mw_result *r = &h->res;
   memset(r, 0, sizeof *r);
@@ -597,10 +662,8 @@ MW_API int mw_runtime_poll(mw_runtime *rt) {
       h->state = c->status ? (uint8_t)c->status : MW_ST_OK;
       rt->in_flight--;
       rt->host_completed++;
-      if (!h->held) {
-        h->live = 0;
-        rt->hfree[rt->nhfree++] = s;
-      }
+      release_holds(rt, h);
+      hslot_settle(rt, s);
     }
     rt->comp_head++;
     ++n;
@@ -654,6 +717,8 @@ static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
       return 0;
     }
     mw_runtime_poll(rt);
+    if (rt->nhfree) continue;
+    if (rt->ndeferred && mw__now() - rt->last_sweep > 1e-3) sweep_deferred(rt);
     if (rt->nhfree) continue;
     int rc = check_alive(rt);
     if (rc) return rc;
@@ -712,6 +777,23 @@ static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
   return cell;
 }
 
+/* A spawn given host futures as arguments holds them: each stays (its slot not reused) until
+ * the spawn has completed and the device's tasks hold it no more (protocol.h, inbox ring). */
+static void note_holds(mw_runtime *rt, const mw__task *t, const mw_value *args, mw__hslot *h) {
+  for (int i = 0; i < t->nparams; ++i) {
+    if (t->params[i].type != MW_T_FUTURE) continue;
+    mw_future g = args[i].f;
+    uint32_t gs = MW_FUT_SLOT(g);
+    if (!g || gs >= rt->host_slots || rt->hs[gs].gen != MW_FUT_GEN(g) || !rt->hs[gs].live) continue;
+    uint32_t *more = realloc(h->holds, sizeof *more * (h->nholds + 1));
+    if (!more) continue; /* then only the device's count keeps it: still sound once it runs */
+    h->holds = more;
+    h->holds[h->nholds++] = gs;
+    rt->hs[gs].holders++;
+    rt->hs[gs].given = 1;
+  }
+}
+
 static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
                         const mw_value *args, int nargs, double timeout_s, mw_future *out) {
   *out = 0;
@@ -749,6 +831,7 @@ static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t 
   h->cancel_sent = 0;
   h->ticket = tk;
   memset(&h->res, 0, sizeof h->res);
+  note_holds(rt, t, args, h);
   mw_future f = MW_FUT_MAKE(s, h->gen);
   cell->fut = f;
   cell->kind = t->kind;
@@ -852,10 +935,7 @@ MW_API int mw_future_release(mw_runtime *rt, mw_future f) {
   mw__hslot *h = lookup(rt, f);
   if (!h) return MW_ESTALE;
   h->held = 0;
-  if (h->state != MW_ST_PENDING) {
-    h->live = 0;
-    rt->hfree[rt->nhfree++] = MW_FUT_SLOT(f);
-  }
+  hslot_settle(rt, MW_FUT_SLOT(f));
   return 0;
 }
 
