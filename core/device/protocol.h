@@ -495,6 +495,8 @@ typedef struct mw_wstate {
   mw_u32 depth;     /* levels running (0: none); read by the sim after a warp restart */
   mw_u32 epoch;     /* share epoch (see Private completion) */
   mw_u32 kid_next;  /* where the next child entry goes (ring) */
+  mw_u32 kid_used;  /* bit i: kid[i] holds an entry */
+  mw_u32 last_rec;  /* the record of the latest spawn (a hint: the await that follows wants it) */
   mw_u32 rec_seq;
   mw_u64 tick;      /* globaltimer of the last tick */
   mw_u64 polled;    /* pollers: when the inbox was last looked at */

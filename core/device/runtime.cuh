@@ -461,13 +461,20 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
 }
 
 /* ---- finding a child: a record still waiting, or a recent inline result ------------------- */
-/* The READY record of this warp that spawns future h, or -1; *st its state word. Lane 0. */
+/* The READY record of this warp that spawns future h, or -1; *st its state word. The latest
+ * spawn's is looked at first. Lane 0. */
 __device__ int mw_rec_find(mw_ctx *c, mw_u64 h, mw_u32 *st) {
   mw_wstate *ws = c->ws;
+  mw_u32 j = ws->last_rec;
+  mw_u32 s = mw_ld32(&ws->rec[j].state);
+  if (MW_REC_ST(s) == MW_REC_READY && ws->rec[j].fut == h) {
+    *st = s;
+    return (int)j;
+  }
   int found = -1;
 #pragma unroll
   for (int i = 0; i < (int)MW_RECS; ++i) {
-    mw_u32 s = mw_ld32(&ws->rec[i].state);
+    s = mw_ld32(&ws->rec[i].state);
     if (MW_REC_ST(s) == MW_REC_READY && ws->rec[i].fut == h) {
       found = i;
       *st = s;
@@ -475,14 +482,16 @@ __device__ int mw_rec_find(mw_ctx *c, mw_u64 h, mw_u32 *st) {
   }
   return found;
 }
-/* The entry of future h among this warp's recent inline results, or -1. Lane 0. */
+/* The entry of future h among this warp's recent inline results, or -1: the newest first. Lane 0. */
 __device__ int mw_kid_find(mw_ctx *c, mw_u64 h) {
   mw_wstate *ws = c->ws;
-  int found = -1;
-#pragma unroll
-  for (int i = 0; i < (int)MW_KIDS; ++i)
-    if (ws->kid[i].fut == h && ws->kid[i].state != MW_KID_NONE) found = i;
-  return found;
+  for (mw_u32 m = ws->kid_used, n = ws->kid_next; m;) {
+    mw_u32 j = (--n) % MW_KIDS;
+    if (!(m & (1u << j))) continue;
+    if (ws->kid[j].fut == h) return (int)j;
+    m &= ~(1u << j);
+  }
+  return -1;
 }
 /* Forgets entry k. A child that completed privately still holds its producer's reference in
  * its slot (nothing else could see it): it is dropped now, the owner's stays. Lane 0. */
@@ -491,18 +500,32 @@ __device__ void mw_kid_drop(mw_ctx *c, mw_kid *k) {
   k->state = MW_KID_NONE;
   k->priv = 0;
   k->fut = 0;
+  c->ws->kid_used &= ~(1u << (mw_u32)(k - c->ws->kid));
 }
 __device__ mw_kid *mw_kid_new(mw_ctx *c) {
   mw_wstate *ws = c->ws;
-  mw_kid *k = &ws->kid[ws->kid_next++ % MW_KIDS];
+  mw_u32 j = ws->kid_next++ % MW_KIDS;
+  mw_kid *k = &ws->kid[j];
   if (k->state != MW_KID_NONE) mw_kid_drop(c, k);
+  ws->kid_used |= 1u << j;
   return k;
 }
 /* Forgets the entries of level lv (it finishes or leaves the warp). Lane 0. */
 __device__ void mw_kids_forget(mw_ctx *c, mw_u32 lv) {
   mw_wstate *ws = c->ws;
-  for (mw_u32 i = 0; i < MW_KIDS; ++i)
-    if (ws->kid[i].state != MW_KID_NONE && ws->kid[i].level == lv) mw_kid_drop(c, &ws->kid[i]);
+  for (mw_u32 m = ws->kid_used; m; m &= m - 1) {
+    mw_u32 i = (mw_u32)__ffs((int)m) - 1;
+    if (ws->kid[i].level == lv) mw_kid_drop(c, &ws->kid[i]);
+  }
+}
+/* The entry of the child in slot s, or -1. Lane 0. */
+__device__ int mw_kid_of_slot(mw_ctx *c, mw_u32 s) {
+  mw_wstate *ws = c->ws;
+  for (mw_u32 m = ws->kid_used; m; m &= m - 1) {
+    mw_u32 i = (mw_u32)__ffs((int)m) - 1;
+    if (MW_FUT_SLOT(ws->kid[i].fut) == s) return (int)i;
+  }
+  return -1;
 }
 
 /* ---- cancellation (protocol.h, Cancellation) ------------------------------------------------ */
@@ -788,10 +811,10 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
     sl->fref = mw_frame_open(c, f);
     mw_count(c, kind, MW_CNT_SPAWNED);
     if (kind >= st->nkinds) {
+      mw_frame_free(c, f); /* counts and frees before the completion, which flushes them */
+      mw_count(c, kind, MW_CNT_FAILED);
       mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
                        "no such task kind in the executor", 0);
-      mw_count(c, kind, MW_CNT_FAILED);
-      mw_frame_free(c, f);
       f = MW_NONE;
     } else {
       /* the futures among its arguments are held until it finishes (protocol.h, inbox ring) */
@@ -800,16 +823,16 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
         char buf[MW_MSG_BYTES];
         mw_cancel_msg(buf, kind);
         mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
+        mw_frame_free(c, f);
+        mw_count(c, kind, MW_CNT_CANCELLED);
         mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_CANCELLED, 0, mw_kind(kind)->rtype,
                          MW_FAIL_CANCELLED, buf, 0);
-        mw_count(c, kind, MW_CNT_CANCELLED);
-        mw_frame_free(c, f);
         f = MW_NONE;
       } else if ((flags & MW_IN_BULK) && bn == 0) {
         mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
-        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-        mw_count(c, kind, MW_CNT_COMPLETED);
         mw_frame_free(c, f);
+        mw_count(c, kind, MW_CNT_COMPLETED);
+        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
         f = MW_NONE;
       }
     }
@@ -999,9 +1022,9 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       f = mw_frame_alloc(c); /* its frame, reserved now: capacity means frames */
       if (f == MW_NONE) {
         sl->refs = 1;
+        mw_count(c, kind, MW_CNT_FAILED);
         mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
                          "no free task frame (capacity exhausted)", mw_kind_name(kind));
-        mw_count(c, kind, MW_CNT_FAILED);
         sl->sibling = L->children;
       } else {
         if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
@@ -1035,6 +1058,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       rec->flags = MW_RF_SPAWN;
       rec->epoch = c->ws->epoch;
       rec->sibling = c->slots[MW_FUT_SLOT(h)].sibling;
+      c->ws->last_rec = r;
       mw_rec_ready(c, r);
     }
   } else {
@@ -1056,10 +1080,10 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       fh->bulk_refs = 1;
       c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
       if (bulk_n == 0) { /* nothing to run: complete now */
-        mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-        mw_count(c, kind, MW_CNT_COMPLETED);
-        mw_slot_unref(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), 1);
         mw_frame_free(c, f);
+        mw_count(c, kind, MW_CNT_COMPLETED);
+        mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+        mw_slot_unref(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), 1);
       } else {
         mw_gq_push(c->st, f);
       }
@@ -1271,6 +1295,8 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     fh->children = L->children;
     fh->await_f[0] = L->bad;
     mw_kids_forget(c, c->d); /* its children's results stay in their slots */
+    /* what it ran inline so far is counted before it may be woken and complete elsewhere */
+    if (ws->dirty) mw_flush_counts(c);
     const mw_u64 *aw = (const mw_u64 *)(c->stk + mw_await_off(c));
     mw_u32 n = L->naw - L->cur;
     mw_u64 ep = mw_ld64(&fh->join) & 0xffffffff00000000ull;
@@ -1606,10 +1632,8 @@ __device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits);
 /* The sibling link of owned child slot s (index + 1 in ch): from the warp's recent results or a
  * record when it has one, else from device memory. Lane 0. */
 __device__ mw_u32 mw_sibling_of(mw_ctx *c, mw_u32 ch) {
-  mw_wstate *ws = c->ws;
-  for (mw_u32 i = 0; i < MW_KIDS; ++i)
-    if (ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(ws->kid[i].fut) == ch - 1) return ws->kid[i].sibling;
-  return mw_ld32(&c->slots[ch - 1].sibling);
+  int k = mw_kid_of_slot(c, ch - 1);
+  return k >= 0 ? c->ws->kid[k].sibling : mw_ld32(&c->slots[ch - 1].sibling);
 }
 
 /* The owner lets go of child future h (generation gen of slot s): the slot loses the owner's
@@ -1625,6 +1649,7 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
     K->state = MW_KID_NONE;
     K->priv = 0;
     K->fut = 0;
+    c->ws->kid_used &= ~(1u << (mw_u32)k);
     if (mine) mw_slot_free(c, s, gen);
     else mw_slot_unref(c, s, gen, n);
     return;
@@ -1648,9 +1673,8 @@ __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
         if (next == s + 1) { /* one of ours: unlink it */
           mw_u32 after = mw_sibling_of(c, next);
           c->slots[prev - 1].sibling = after;
-          for (mw_u32 i = 0; i < MW_KIDS; ++i)
-            if (c->ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(c->ws->kid[i].fut) == prev - 1)
-              c->ws->kid[i].sibling = after;
+          int pk = mw_kid_of_slot(c, prev - 1);
+          if (pk >= 0) c->ws->kid[pk].sibling = after;
           for (mw_u32 i = 0; i < MW_RECS; ++i)
             if (c->ws->rec[i].fut && MW_FUT_SLOT(c->ws->rec[i].fut) == prev - 1) c->ws->rec[i].sibling = after;
           mw_drop_child(c, f.h);
@@ -1717,11 +1741,9 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   mw_count(c, kind, status == MW_ST_OK ? MW_CNT_COMPLETED
                     : status == MW_ST_CANCELLED ? MW_CNT_CANCELLED : MW_CNT_FAILED);
   for (mw_u32 ch = L->children; ch;) {
-    mw_u32 next = mw_sibling_of(c, ch);
-    mw_u64 h = 0;
-    for (mw_u32 i = 0; i < MW_KIDS && !h; ++i)
-      if (ws->kid[i].state != MW_KID_NONE && MW_FUT_SLOT(ws->kid[i].fut) == ch - 1) h = ws->kid[i].fut;
-    if (h) mw_drop_child(c, h);
+    int k = mw_kid_of_slot(c, ch - 1);
+    mw_u32 next = k >= 0 ? ws->kid[k].sibling : mw_ld32(&c->slots[ch - 1].sibling);
+    if (k >= 0) mw_drop_child(c, ws->kid[k].fut);
     else mw_slot_unref(c, ch - 1, MW_NONE, 1);
     ch = next;
   }
@@ -1869,6 +1891,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       c->ws->depth = lv + 1;
     }
   }
+  __syncwarp(); /* every lane after lane 0's acquire of the record (its claim) */
   spawn = mw_bcast(spawn);
   if (!spawn) {
     f = mw_bcast(f);
@@ -1915,6 +1938,7 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
     L->naw = L->cur = 0;
     c->ws->depth = lv + 1;
   }
+  __syncwarp(); /* every lane after lane 0's acquire of the frame */
   kind = mw_bcast(kind);
   const mw_u32 *src = (const mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
   mw_u32 *dst = (mw_u32 *)(c->stk + off);
@@ -1929,6 +1953,7 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
     MW_FENCE(); /* the frame after the hand-over that brought it here */
     b = (mw_frame(c, f)->flags & MW_FR_BULK) != 0;
   }
+  __syncwarp(); /* every lane after lane 0's acquire of the frame */
   return mw_bcast(b) != 0;
 }
 
@@ -2009,16 +2034,16 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         char msg[MW_MSG_BYTES];
         if (fl & MW_FR_CANCEL) {
           mw_cancel_msg(msg, kind);
-          mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
           mw_count(c, kind, MW_CNT_CANCELLED);
+          mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
         } else if (fl & MW_FR_FAILED) {
           MW_FENCE();
           for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
-          mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
           mw_count(c, kind, MW_CNT_FAILED);
+          mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
         } else {
-          mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
           mw_count(c, kind, MW_CNT_COMPLETED);
+          mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
         }
         if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)src);
         if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
@@ -2080,6 +2105,7 @@ __device__ __noinline__ void mw_flush(mw_ctx *c) {
     mw_st32(&r->state, (s & ~15u) | MW_REC_FREE);
   }
   for (mw_u32 i = 0; i < MW_KIDS; ++i) ws->kid[i].state = MW_KID_NONE;
+  ws->kid_used = 0;
   while (ws->nfree_frames) mw_stack_push(&st->frame_head, st->frame_next, ws->free_frames[--ws->nfree_frames]);
   while (ws->nfree_slots) {
     --ws->nfree_slots;
@@ -2228,11 +2254,12 @@ __device__ void mw_executor(mw_state *st) {
       ++idle;
       if (c.lane == 0) {
         c.gw->idle_loops++;
-        if (!c.idle) { /* now idle: counted as hungry, counters up to date */
+        if (!c.idle) { /* now idle: counted as hungry */
           c.idle = 1;
           atomicAdd(&st->hungry, 1u);
-          mw_flush_counts(&c);
         }
+        mw_wstate *ws = c.ws; /* and its counters up to date */
+        if (ws->dirty || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
       }
       __nanosleep(nap);
       if (nap < 1024) nap *= 2;
