@@ -1,5 +1,5 @@
 -- core.lua - the executor's three headline figures, measured in one run: host spawn->await round
--- trip of a task that returns at once, a chain of device-side spawn->await hops, and fib(25).
+-- trip of a task that returns at once, a chain of device-side spawn->await hops, and fib(30).
 -- Usage: luajit bench/core.lua [backend [workers]] [--trace FILE]   (prints a table; baselines
 -- are in bench/README.md). With --trace, one more fib run after the figures is recorded into FILE
 -- as a Chrome trace (open it in Perfetto); the figures themselves are measured untraced.
@@ -49,8 +49,8 @@ local s = prog.chain(hops):await()
 local chain_us = (mw.now() - t0) * 1e6 / hops
 assert(s == math.floor(hops / 2), "chain result")
 
--- 3. fib(25): 2*fib(26)-1 tasks
-local n = rt.backend == "cuda" and 25 or 18
+-- 3. fib(30): 2*fib(31)-1 tasks
+local n = rt.backend == "cuda" and 30 or 18
 local function fibn(k) local a, b = 0, 1 for _ = 1, k do a, b = b, a + b end return a end
 prog.fib(15):await()
 local best = math.huge
@@ -69,6 +69,7 @@ print(("%-44s %9.2f us"):format("host spawn->await round trip, p50", p50))
 print(("%-44s %9.2f us"):format("host spawn->await round trip, p99", p99))
 print(("%-44s %9.3f us"):format(("device spawn->await hop (chain of %d)"):format(hops), chain_us))
 print(("%-44s %9.2f M/s"):format(("fib(%d), %d tasks"):format(n, tasks), tasks / best / 1e6))
+print(("%-44s %9.1f k/s"):format("fib, per worker", tasks / best / 1e3 / rt:stats().workers))
 
 if trace_path then
   -- about 1.5 runs per task, spread over the workers by stealing: room for more than twice a

@@ -52,16 +52,24 @@ end
 local rt = assert(mw.runtime { backend = backend })
 local prog = assert(rt:compile(SOURCE, "soak.cu"))
 math.randomseed(seed)
-local before = rt:stats()
-local want_tasks, want_failed, roots, bad_roots = 0, 0, 0, 0
-local t0 = mw.now()
+-- the roots and what the model says of each, worked out before the clock starts
+local plan, want_tasks, want_failed = {}, 0, 0
 while want_tasks < target do
-  local batch = {}
-  for r = 1, 256 do
+  for _ = 1, 256 do
     local s, depth = math.random(1, 2147483646), math.random(4, 14)
     local v, n, f = model(s, depth)
-    batch[r] = { prog.node(s, depth), v, s, depth }
+    plan[#plan + 1] = { s, depth, v }
     want_tasks, want_failed = want_tasks + n, want_failed + f
+  end
+end
+local before = rt:stats()
+local roots, bad_roots = 0, 0
+local t0 = mw.now()
+for first = 1, #plan, 256 do
+  local batch = {}
+  for r = first, first + 255 do
+    local s, depth, v = plan[r][1], plan[r][2], plan[r][3]
+    batch[#batch + 1] = { prog.node(s, depth), v, s, depth }
   end
   for _, b in ipairs(batch) do
     local fut, v, s, depth = b[1], b[2], b[3], b[4]
@@ -78,14 +86,16 @@ while want_tasks < target do
     end
   end
 end
-local took = mw.now() - t0
--- children of a failing parent run on after their root has failed: wait until all have ended
+-- children of a failing parent run on after their root has failed: the time runs until all
+-- have ended
+local awaited = mw.now() - t0
 local after
 repeat
   after = rt:stats()
   local ended = after.completed + after.failed + after.cancelled
 until (after.spawned - before.spawned >= want_tasks and after.spawned == ended
-  and after.frames_in_use == 0) or mw.now() - t0 > took + 10
+  and after.frames_in_use == 0) or mw.now() - t0 > awaited + 10
+local took = mw.now() - t0
 local spawned = after.spawned - before.spawned
 local completed = after.completed - before.completed
 local failed = after.failed - before.failed

@@ -3,7 +3,8 @@
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
 #   steps: examples specs bench soak sanitize (default: all), and sweep (bench/core.lua and
-#   bench/hops.lua over worker counts, $SWEEP_WORKERS)
+#   bench/hops.lua over worker counts, $SWEEP_WORKERS). bench starts with the compile figures:
+#   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
@@ -38,6 +39,15 @@ if want specs; then
   echo "succeeded: $(grep -c '^success' "$out/specs.txt")"; tail -3 "$out/specs.txt"
 fi
 if want bench; then
+  step "compile: NVRTC time of the bench programs (cold), ptxas -v and SASS size of their kernel"
+  rm -rf /tmp/mw-dump && mkdir -p /tmp/mw-dump
+  MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR=/tmp/mw-dump timeout 120 luajit bench/compile.lua cuda 2>&1 | tee -a "$out/bench.txt"
+  gen=$(ls /tmp/mw-dump/*.cu 2>/dev/null | head -1)
+  if [ -n "$gen" ]; then
+    timeout 120 nvcc -cubin -arch=native -lineinfo -DMW_CUDA=1 -Xptxas -v "$gen" -o /tmp/mw-dump/k.cubin 2>&1 |
+      grep -A2 "Compiling entry function 'mw_executor_kernel'" | tee -a "$out/bench.txt"
+    echo "SASS instructions: $(cuobjdump -sass /tmp/mw-dump/k.cubin | grep -cE '^\s+/\*[0-9a-f]{4}\*/')" | tee -a "$out/bench.txt"
+  fi
   step bench
   # the clocks while the executor runs (a persistent kernel keeps the GPU busy: it should boost)
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw --format=csv -lms 1000 >"$out/clocks.csv" 2>&1 &
@@ -51,7 +61,7 @@ if want bench; then
 fi
 if [[ $steps == *" sweep "* ]]; then
   step "sweep over worker counts"
-  for w in ${SWEEP_WORKERS:-4 16 66 132 264 528}; do
+  for w in ${SWEEP_WORKERS:-4 16 132 528 1056}; do
     timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/sweep.txt"
     timeout 60 luajit bench/hops.lua cuda 2000 $w 2>&1 | tee -a "$out/sweep.txt"
   done
