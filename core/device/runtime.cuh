@@ -122,6 +122,34 @@ __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
 __device__ const mw_kind_info *mw_kind(mw_u32 kind);
 __device__ const char *mw_kind_name(mw_u32 kind);
 
+/* ---- probes (cuda, MOONWARP_PROBES=1 at compile time): where a warp's cycles go --------------
+ * MW_PROBE(id) times the rest of its scope in lane 0 (clock64) into a per-warp table in shared
+ * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
+ * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
+#if defined(MW_PROBES) && !defined(MW_SIM)
+#define MW_NPROBES 12
+__shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
+struct mw_probe_scope {
+  mw_u32 lane, w;
+  int id;
+  long long t0;
+  __device__ mw_probe_scope(mw_u32 l, mw_u32 cw, int i) : lane(l), w(cw), id(i), t0(clock64()) {}
+  __device__ ~mw_probe_scope() {
+    if (lane == 0) {
+      mw_probe_acc[w][id][0] += clock64() - t0;
+      mw_probe_acc[w][id][1]++;
+    }
+  }
+};
+#define MW_PROBE_CAT2(a, b) a##b
+#define MW_PROBE_CAT(a, b) MW_PROBE_CAT2(a, b)
+#define MW_PROBE(id) mw_probe_scope MW_PROBE_CAT(mw_probe_, __LINE__)(c->lane, c->cw, (id))
+#else
+#define MW_PROBE(id) (void)0
+#endif
+enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
+       MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK };
+
 /* ---- small helpers -------------------------------------------------------------------------- */
 __device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) { return __shfl_sync(MW_FULL, v, 0); }
 __device__ __forceinline__ mw_u64 mw_bcast64(mw_u64 v) {
@@ -409,6 +437,7 @@ __device__ mw_u32 mw_rec_to_frame(mw_ctx *c, mw_rec *r) {
 /* A free record of this warp. When all are in use the oldest waiting one goes to the global
  * run queue (as a frame) to make room. Lane 0. */
 __device__ mw_u32 mw_rec_get(mw_ctx *c) {
+  MW_PROBE(MW_PR_RECGET);
   mw_wstate *ws = c->ws;
   for (;;) {
     mw_u32 oldest = MW_NONE;
@@ -902,6 +931,7 @@ __device__ bool mw_poll_due(mw_ctx *c) {
 /* The periodic work of a busy warp (protocol.h: MW_TICK_NS): cancellation of the levels of its
  * chain, a record for idle workers elsewhere, the inbox for pollers. Collective. */
 __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
+  MW_PROBE(MW_PR_TICK);
   mw_u32 poll = 0, cx = 0, nest = 0, stop = 0, tg = 0;
   if (c->lane == 0) {
     mw_wstate *ws = c->ws;
@@ -988,6 +1018,7 @@ __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
  * in the global run queue at once. Collective; returns the future in every lane. */
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                int line) {
+  MW_PROBE(MW_PR_SPAWN);
   future fu;
   fu.h = 0;
   const mw_kind_info *ki = mw_kind(kind);
@@ -1107,6 +1138,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c);
  * Returns false when every future is complete, or the task is to stop (mw_after_await then
  * stops it, or handles a failure among the futures). */
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
+  MW_PROBE(MW_PR_AWAIT);
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
   if (c->bulk) {
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
@@ -1133,6 +1165,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
 /* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
  * run of level d with MW_RUN_CALL: the trampoline runs the child next. Collective. */
 __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
+  MW_PROBE(MW_PR_CALL);
   mw_wstate *ws = c->ws;
   mw_rec *rec = &ws->rec[r];
   mw_u32 kind = 0;
@@ -1174,6 +1207,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
  * by mw_await, and by the body when it resumes at its await (after an inline child, or after
  * it was woken: then nothing is left to wait for). Collective. */
 __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
+  MW_PROBE(MW_PR_MORE);
   enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3 };
   mw_u32 act = ALL_DONE, arg = 0, coff = 0;
   mw_u64 nest = 0;
@@ -1346,6 +1380,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
  * failed(), cancelled(), fail_code(), fail_message(). Either way a stale future fails the
  * task. Collective. Returns true if the task must stop (the body returns). */
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
+  MW_PROBE(MW_PR_AFTER);
   mw_u64 bad = 0;
   if (c->lane == 0) bad = c->lv->bad;
   bad = mw_bcast64(bad);
@@ -1518,6 +1553,7 @@ __device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw
 /* value(f): the result of a completed future. Reading a pending or stale one fails the task
  * at its next device call; the value read is 0. Collective. */
 __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
+  MW_PROBE(MW_PR_VALUE);
   mw_val v;
   v.bits = 0;
   v.rtype = MW_RT_I64;
@@ -1661,6 +1697,7 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
  * are otherwise released when their parent finishes), so a loop of spawns holds one slot, not
  * one per iteration. f must not be used afterwards. Collective. */
 __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
+  MW_PROBE(MW_PR_RELEASE);
   if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
     mw_level *L = c->lv;
     mw_u32 s = MW_FUT_SLOT(f.h);
@@ -1692,6 +1729,7 @@ __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
  * children, its holds and its frame. A level that ends cancelled cancels the children it still
  * owns first. Lane 0. */
 __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
+  MW_PROBE(MW_PR_FINISH);
   mw_wstate *ws = c->ws;
   mw_level *L = c->lv;
   mw_u32 kind = L->kind;
@@ -1843,8 +1881,11 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
     c->cancelled = (a >> 8) & 1u;
     if (!(c->resume == 0 && c->cancelled)) { /* cancelled before it started: it never runs */
       if (c->trace_ev) mw_trace_begin(c, c->kind, L->fut, c->resume);
-      mw_dispatch(c, c->kind, c->stk + c->off);
-      __syncwarp();
+      {
+        MW_PROBE(MW_PR_RUN);
+        mw_dispatch(c, c->kind, c->stk + c->off);
+        __syncwarp();
+      }
       if (c->trace_ev)
         mw_trace_end(c, c->cancelled ? MW_TR_CANCELLED
                         : c->status == MW_RUN_DONE ? MW_TR_DONE
@@ -2191,6 +2232,9 @@ __device__ void mw_executor(mw_state *st) {
   { /* a fresh launch: the CTA's shared state starts empty */
     mw_u32 *p = (mw_u32 *)c.ws;
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
+#if defined(MW_PROBES)
+    if (c.lane < MW_NPROBES) mw_probe_acc[c.cw][c.lane][0] = mw_probe_acc[c.cw][c.lane][1] = 0;
+#endif
     __syncthreads();
   }
 #endif
@@ -2260,6 +2304,7 @@ __device__ void mw_executor(mw_state *st) {
         }
         mw_wstate *ws = c.ws; /* and its counters up to date */
         if (ws->dirty || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
+        else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       __nanosleep(nap);
       if (nap < 1024) nap *= 2;
@@ -2274,6 +2319,16 @@ __device__ void mw_executor(mw_state *st) {
     if (c.lane == 0 && (++tasks & 4095) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     mw_run_task(&c, rec, f);
   }
+#if defined(MW_PROBES) && !defined(MW_SIM)
+  if (c.lane == 0 && mw_probe_acc[c.cw][MW_PR_RUN][1]) {
+    const char *names[MW_NPROBES] = {"run", "finish", "spawn", "await", "await_more", "after_await",
+                                     "value", "release", "loop", "call_child", "rec_get", "tick"};
+    for (int i = 0; i < MW_NPROBES; ++i)
+      if (mw_probe_acc[c.cw][i][1])
+        printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
+               mw_probe_acc[c.cw][i][1], mw_probe_acc[c.cw][i][0] / mw_probe_acc[c.cw][i][1]);
+  }
+#endif
   if (c.lane == 0) {
     __threadfence_system();
     atomicAdd((mw_u32 *)&st->ctl->exited, 1u);

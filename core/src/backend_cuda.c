@@ -227,16 +227,19 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out,
   char arch[32], ver[32];
   snprintf(arch, sizeof arch, "sm_%d", sm);
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
-  const char *opts[] = {"-DMW_CUDA=1"};
-  const void *parts[] = {"cuda-1", source, arch, ver, opts[0]};
+  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes) */
+  const char *probes = getenv("MOONWARP_PROBES");
+  int nopts = probes && !strcmp(probes, "1") ? 2 : 1;
+  const char *opts[] = {"-DMW_CUDA=1", "-DMW_PROBES=1"};
+  const void *parts[] = {"cuda-1", source, arch, ver, opts[0], nopts > 1 ? opts[1] : ""};
   char key[65];
-  mw__cache_key(parts, NULL, 5, key);
+  mw__cache_key(parts, NULL, 6, key);
   void *image = NULL;
   size_t size = 0;
   if (mw__cache_get(key, "cubin", &image, &size) != 0) {
     int is_cubin = 0;
     char *log = NULL;
-    rc = mw__nvrtc_compile(source, "moonwarp.cu", sm, opts, 1, &image, &size, &is_cubin, &log);
+    rc = mw__nvrtc_compile(source, "moonwarp.cu", sm, opts, nopts, &image, &size, &is_cubin, &log);
     if (rc) {
       mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
       free(log);
