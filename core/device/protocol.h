@@ -402,8 +402,12 @@ typedef struct mw_worker {
  *                   __syncwarp'ed first). seq grows by one at each fill.
  *   READY -> OWNED  the owner's claim (CAS): it runs the record inline or as its next task
  *   READY -> TAKEN  a thief's claim (CAS; another warp of the CTA, or one publishing it to the
- *                   global queue): only records whose t0 is at least MW_STEAL_AGE_NS old, so a
- *                   child awaited soon after its spawn stays with its spawner
+ *                   global queue) of a record that is *stealable*: a runnable frame that waited
+ *                   MW_STEAL_AGE_NS; a spawn that waited that long while its owner made two more
+ *                   spawns or awaits (so the child an await right after its spawn wants stays
+ *                   with its spawner however slow the spawner is), or that waited
+ *                   MW_STRAND_NS whatever its owner does (a spawner that computes on without
+ *                   spawning or awaiting keeps it back at most that long)
  *   OWNED/TAKEN -> FREE  the claimer, after copying what it needs (cta-release)
  * A record is a spawn not yet run (MW_RF_SPAWN: kind, fut and args, and a frame reserved for it)
  * or a task with a frame that is runnable (a woken task; the waker's warp runs it next unless a
@@ -415,6 +419,7 @@ typedef struct mw_worker {
 #define MW_KIDS 16u            /* recent children per warp */
 #define MW_LEVELS 40u          /* deepest inline chain (levels) */
 #define MW_STEAL_AGE_NS 1000u  /* a record is taken by another warp only once this old */
+#define MW_STRAND_NS 20000u    /* a spawn is taken by another warp once this old, in any case */
 #define MW_TICK_NS 2000u       /* periodic checks of a busy warp: cancellation, publication, polling */
 
 enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
@@ -433,8 +438,10 @@ typedef struct mw_rec {
   mw_u32 flags;  /* enum mw_rec_flags */
   mw_u32 epoch;  /* the owner's share epoch at the spawn */
   mw_u32 sibling; /* the slot's sibling link as written at the spawn */
+  mw_u32 calls;   /* the owner's progress (mw_wstate.progress) when it became READY */
+  mw_u32 pad;
   mw_u8 args[MW_INBOX_ARG_BYTES];
-} mw_rec; /* 136 bytes */
+} mw_rec; /* 144 bytes */
 
 /* A child that completed inline, as its owner level sees it: its result, so that value() and
  * release() touch no device memory. A spawn still waiting is found in the records. */
@@ -496,6 +503,7 @@ typedef struct mw_wstate {
   mw_u32 epoch;     /* share epoch (see Private completion) */
   mw_u32 kid_next;  /* where the next child entry goes (ring) */
   mw_u32 kid_used;  /* bit i: kid[i] holds an entry */
+  mw_u32 progress;  /* spawns and awaits of the warp so far (read by the CTA's other warps) */
   mw_u32 last_rec;  /* the record of the latest spawn (a hint: the await that follows wants it) */
   mw_u32 rec_seq;
   mw_u64 tick;      /* globaltimer of the last tick */

@@ -468,6 +468,7 @@ __device__ mw_u32 mw_rec_get(mw_ctx *c) {
 __device__ void mw_rec_ready(mw_ctx *c, mw_u32 r) {
   mw_rec *rec = &c->ws->rec[r];
   rec->t0 = MW_GLOBALTIMER();
+  rec->calls = c->calls;
   mw_u32 seq = (rec->state >> 4) + 1u;
   MW_FENCE_CTA(); /* the record before its state (pairs with the thief's acquire) */
   mw_st32(&rec->state, seq << 4 | MW_REC_READY);
@@ -870,53 +871,81 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
 }
 
 /* ---- records that waited: for other warps of the CTA, and for other CTAs ------------------- */
-/* Claims (as how: MW_REC_TAKEN or MW_REC_OWNED) the oldest READY record of this CTA that waited
- * at least MW_STEAL_AGE_NS, this warp's own ones included when own is set, runnable frames only
- * (no spawns) when woken is set. Lane 0. */
-__device__ mw_rec *mw_claim_aged(mw_ctx *c, bool own, mw_u32 how, bool woken = false) {
-  mw_u64 now = MW_GLOBALTIMER(), t_old = ~0ull;
-  mw_rec *best = 0;
-  mw_u32 bs = 0;
-  for (mw_u32 w = 0; w < c->cn; ++w) {
-    if (!own && w == c->cw) continue;
-    for (mw_u32 i = 0; i < MW_RECS; ++i) {
-      mw_rec *r = &c->cta[w].rec[i];
-      mw_u32 s = mw_ld32(&r->state);
-      if (MW_REC_ST(s) != MW_REC_READY || (woken && (r->flags & MW_RF_SPAWN))) continue;
-      mw_u64 t0 = *(volatile mw_u64 *)&r->t0;
-      if (now - t0 >= MW_STEAL_AGE_NS && t0 < t_old) {
-        t_old = t0;
-        best = r;
-        bs = s;
-      }
-    }
-  }
-  if (!best || atomicCAS(&best->state, bs, (bs & ~15u) | how) != bs) return 0;
-  MW_FENCE_CTA(); /* the record's fields after its claim (pairs with the owner's release) */
-  return best;
+enum { MW_PICK_STEAL = 0, MW_PICK_ANY = 1, MW_PICK_WOKEN = 2 };
+
+/* Whether a READY record of a warp whose progress is prog may be taken by another warp now
+ * (protocol.h, spawn records: stealable), or, for MW_PICK_WOKEN, is a runnable frame that
+ * waited MW_STEAL_AGE_NS. */
+__device__ __forceinline__ bool mw_takeable(const mw_rec *r, mw_u32 prog, mw_u64 age, int mode) {
+  bool spawn = (r->flags & MW_RF_SPAWN) != 0;
+  if (mode == MW_PICK_WOKEN) return !spawn && age >= MW_STEAL_AGE_NS;
+  if (!spawn) return age >= MW_STEAL_AGE_NS;
+  return (age >= MW_STEAL_AGE_NS && prog - r->calls >= 2u) || age >= MW_STRAND_NS;
 }
 
-/* Puts the oldest record of this CTA that waited at least MW_STEAL_AGE_NS in the global run
- * queue, for idle workers of other CTAs. Lane 0. */
+/* Claims, as how (MW_REC_TAKEN or MW_REC_OWNED), the oldest record of this CTA that mode allows:
+ * MW_PICK_STEAL a takeable record of another warp; MW_PICK_ANY a takeable record of any warp
+ * (this one's included); MW_PICK_WOKEN a woken task that waited. The lanes look at the records
+ * together (two each). Collective; returns the claimed record in every lane, or NULL. */
+__device__ __noinline__ mw_rec *mw_cta_claim(mw_ctx *c, int mode, mw_u32 how) {
+  mw_u64 now = mw_bcast64(c->lane == 0 ? MW_GLOBALTIMER() : 0ull);
+  mw_u64 best_t = ~0ull;
+  mw_u32 best_k = MW_NONE;
+  for (mw_u32 k = c->lane; k < c->cn * MW_RECS; k += 32) {
+    mw_u32 w = k / MW_RECS;
+    if (mode == MW_PICK_STEAL && w == c->cw) continue;
+    mw_rec *r = &c->cta[w].rec[k % MW_RECS];
+    if (MW_REC_ST(mw_ld32(&r->state)) != MW_REC_READY) continue;
+    mw_u64 t0 = *(volatile mw_u64 *)&r->t0;
+    if (t0 < best_t && mw_takeable(r, *(volatile mw_u32 *)&c->cta[w].progress, now - t0, mode)) {
+      best_t = t0;
+      best_k = k;
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) { /* the oldest over the lanes */
+    mw_u64 t = __shfl_down_sync(MW_FULL, best_t, off);
+    mw_u32 k = __shfl_down_sync(MW_FULL, best_k, off);
+    if (t < best_t) {
+      best_t = t;
+      best_k = k;
+    }
+  }
+  best_k = mw_bcast(best_k);
+  if (best_k == MW_NONE) return 0;
+  mw_rec *r = &c->cta[best_k / MW_RECS].rec[best_k % MW_RECS];
+  mw_u32 ok = 0;
+  if (c->lane == 0) {
+    mw_u32 s = mw_ld32(&r->state);
+    /* still the record the lanes chose (its t0), still READY */
+    ok = MW_REC_ST(s) == MW_REC_READY && *(volatile mw_u64 *)&r->t0 == best_t &&
+         atomicCAS(&r->state, s, (s & ~15u) | how) == s;
+    if (ok) MW_FENCE_CTA(); /* the record's fields after its claim (pairs with the owner's release) */
+  }
+  __syncwarp(); /* every lane after lane 0's acquire */
+  return mw_bcast(ok) ? r : 0;
+}
+
+/* Puts the oldest takeable record of this CTA in the global run queue, for idle workers of
+ * other CTAs. Collective. */
 __device__ void mw_publish_aged(mw_ctx *c) {
-  mw_rec *r = mw_claim_aged(c, true, MW_REC_TAKEN);
-  if (!r) return;
+  mw_rec *r = mw_cta_claim(c, MW_PICK_ANY, MW_REC_TAKEN);
+  if (!r || c->lane != 0) return;
   mw_gq_push(c->st, mw_rec_to_frame(c, r));
   MW_FENCE_CTA();
   mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
 }
 
-/* Whether a woken task in a record of this CTA has waited at least MW_STEAL_AGE_NS. Lane 0. */
+/* Whether a woken task in a record of this CTA has waited at least MW_STEAL_AGE_NS. Collective. */
 __device__ bool mw_woken_waiting(mw_ctx *c) {
-  mw_u64 now = MW_GLOBALTIMER();
-  for (mw_u32 w = 0; w < c->cn; ++w)
-    for (mw_u32 i = 0; i < MW_RECS; ++i) {
-      mw_rec *r = &c->cta[w].rec[i];
-      if (MW_REC_ST(mw_ld32(&r->state)) == MW_REC_READY && !(r->flags & MW_RF_SPAWN) &&
-          now - *(volatile mw_u64 *)&r->t0 >= MW_STEAL_AGE_NS)
-        return true;
-    }
-  return false;
+  mw_u64 now = mw_bcast64(c->lane == 0 ? MW_GLOBALTIMER() : 0ull);
+  bool any = false;
+  for (mw_u32 k = c->lane; k < c->cn * MW_RECS; k += 32) {
+    mw_rec *r = &c->cta[k / MW_RECS].rec[k % MW_RECS];
+    if (MW_REC_ST(mw_ld32(&r->state)) == MW_REC_READY &&
+        mw_takeable(r, 0, now - *(volatile mw_u64 *)&r->t0, MW_PICK_WOKEN))
+      any = true;
+  }
+  return __any_sync(MW_FULL, any) != 0;
 }
 
 /* Whether this worker is a poller that has not looked at the inbox for MW_POLL_NS. Lane 0. */
@@ -929,34 +958,38 @@ __device__ bool mw_poll_due(mw_ctx *c) {
 }
 
 /* The periodic work of a busy warp (protocol.h: MW_TICK_NS): cancellation of the levels of its
- * chain, a record for idle workers elsewhere, the inbox for pollers. Collective. */
+ * chain, a record for idle workers elsewhere, the inbox for pollers, the host's switches.
+ * Collective: the lanes look at the levels and records together. */
 __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   MW_PROBE(MW_PR_TICK);
-  mw_u32 poll = 0, cx = 0, nest = 0, stop = 0, tg = 0;
+  mw_wstate *ws = c->ws;
+  mw_u32 stop = 0, tg = 0, hungry = 0, poll = 0;
   if (c->lane == 0) {
-    mw_wstate *ws = c->ws;
     /* the host's switches, in flight together: a stop makes the chain leave the warp at its
      * awaits (so the executor can stop while a long chain runs); a trace switch is taken up
      * between two runs */
     stop = mw_ld32(&c->st->stop);
     tg = mw_ld32(&c->st->trace_gen) != c->trace_gen;
-    for (mw_u32 i = 0; i <= c->d; ++i) {
-      mw_level *L = &ws->lv[i];
-      if (!(L->flags & MW_LV_CANCELLED) && mw_cancel_asked(c, L->fut)) {
-        /* the levels it runs inline stop with it, up to a nested root */
-        for (mw_u32 j = i; j <= c->d && (j == i || !(ws->lv[j].flags & MW_LV_ROOT)); ++j)
-          ws->lv[j].flags |= MW_LV_CANCELLED;
-      }
-    }
-    cx = (ws->lv[c->d].flags & MW_LV_CANCELLED) != 0;
-    if (mw_ld32(&c->st->hungry)) mw_publish_aged(c);
-    nest = mw_woken_waiting(c);
+    hungry = mw_ld32(&c->st->hungry);
     poll = mw_poll_due(c);
   }
-  if (mw_bcast(cx)) c->cancelled = 1;
-  if (mw_bcast(nest)) c->nest = 1;
+  /* the levels asked to cancel, one lane each (their slots' words in flight together) */
+  mw_u32 first = MW_NONE;
+  for (mw_u32 base = 0; base <= c->d && first == MW_NONE; base += 32) {
+    mw_u32 i = base + c->lane;
+    bool asked = i <= c->d && !(ws->lv[i].flags & MW_LV_CANCELLED) && mw_cancel_asked(c, ws->lv[i].fut);
+    mw_u32 m = __ballot_sync(MW_FULL, asked);
+    if (m) first = base + (mw_u32)__ffs((int)m) - 1;
+  }
+  if (first != MW_NONE && c->lane == 0) /* the levels it runs inline stop with it, up to a root */
+    for (mw_u32 j = first; j <= c->d && (j == first || !(ws->lv[j].flags & MW_LV_ROOT)); ++j)
+      ws->lv[j].flags |= MW_LV_CANCELLED;
+  __syncwarp();
+  if (first != MW_NONE && (ws->lv[c->d].flags & MW_LV_CANCELLED)) c->cancelled = 1;
   c->yield = mw_bcast(stop) != 0;
   if (mw_bcast(tg)) c->trace_due = 1;
+  if (mw_bcast(hungry)) mw_publish_aged(c);
+  if (mw_woken_waiting(c)) c->nest = 1;
   if (mw_bcast(poll)) {
     mw_u32 f = mw_take_inbox(c);
     if (f != MW_NONE && c->lane == 0) mw_gq_push(c->st, f);
@@ -966,7 +999,9 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
 /* Counts a spawn or await; every 16th looks at the clock, and does the periodic work when it
  * is due. Collective. */
 __device__ __forceinline__ void mw_tick(mw_ctx *c) {
-  if ((++c->calls & 15u) != 0) return; /* each lane counts the same calls */
+  ++c->calls; /* each lane counts the same calls */
+  if (c->lane == 0) c->ws->progress = c->calls; /* for thieves: records behind it may go */
+  if ((c->calls & 15u) != 0) return;
   mw_u32 due = 0;
   if (c->lane == 0) {
     mw_u64 now = MW_GLOBALTIMER();
@@ -1210,23 +1245,24 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
   MW_PROBE(MW_PR_MORE);
   enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3 };
   mw_u32 act = ALL_DONE, arg = 0, coff = 0;
-  mw_u64 nest = 0;
+  mw_rec *nest = 0;
+  if (c->nest && !c->cancelled && c->d + 1 < MW_LEVELS) {
+    /* a woken task waited in the CTA: run it first, above this level (protocol.h, levels) */
+    c->nest = 0;
+    nest = mw_cta_claim(c, MW_PICK_WOKEN, MW_REC_TAKEN);
+  }
   if (c->lane == 0 && !c->cancelled) {
     mw_level *L = c->lv;
     mw_u32 aoff = mw_await_off(c);
     const mw_u64 *aw = (const mw_u64 *)(c->stk + aoff);
     coff = mw_round16(aoff + 8u * L->naw);
-    if (c->nest && L->cur < L->naw && c->d + 1 < MW_LEVELS) {
-      /* a woken task waited in the CTA: run it first, above this level (protocol.h, levels) */
-      mw_rec *r = mw_claim_aged(c, true, MW_REC_TAKEN, true);
-      if (r) {
-        mw_u32 kind = (r->flags & MW_RF_SPAWN) ? r->kind : mw_frame(c, r->frame)->kind;
-        if (coff + mw_kind(kind)->frame_bytes <= MW_LSTACK_BYTES) {
-          act = NEST;
-          nest = (mw_u64)r;
-        } else {
-          mw_st32(&r->state, (r->state & ~15u) | MW_REC_READY); /* no room: back it goes */
-        }
+    if (nest) {
+      if (L->cur < L->naw &&
+          coff + mw_kind(mw_frame(c, nest->frame)->kind)->frame_bytes <= MW_LSTACK_BYTES) {
+        act = NEST;
+      } else { /* nothing to wait for, or no room: back it goes */
+        mw_st32(&nest->state, (nest->state & ~15u) | MW_REC_READY);
+        nest = 0;
       }
     }
     if (c->yield && L->cur < L->naw) {
@@ -1242,7 +1278,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
         }
       }
     }
-    for (; !nest && L->cur < L->naw; L->cur++) {
+    for (; act != NEST && L->cur < L->naw; L->cur++) {
       mw_u64 h = aw[L->cur];
       mw_u32 s = MW_FUT_SLOT(h);
       if (!mw_is_future(h) || s >= c->nslots) {
@@ -1277,8 +1313,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
   }
   act = mw_bcast(act | arg << 4 | coff << 12);
   if ((act & 15u) == NEST) {
-    c->nest = 0;
-    mw_root_from_rec(c, (mw_rec *)mw_bcast64(nest), c->d + 1, act >> 12);
+    mw_root_from_rec(c, nest, c->d + 1, act >> 12);
     c->status = MW_RUN_CALL;
     return true;
   }
@@ -2118,16 +2153,16 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
         bs = s;
       }
     }
-    if (best && atomicCAS(&best->state, bs, (bs & ~15u) | MW_REC_OWNED) == bs) {
-      rp = (mw_u64)best;
-    } else if ((best = mw_claim_aged(c, false, MW_REC_TAKEN)) != 0) {
-      rp = (mw_u64)best;
-      ws->steals++;
-    } else {
-      f = mw_gq_pop(c->st);
-    }
+    if (best && atomicCAS(&best->state, bs, (bs & ~15u) | MW_REC_OWNED) == bs) rp = (mw_u64)best;
   }
-  *rec = (mw_rec *)mw_bcast64(rp);
+  rp = mw_bcast64(rp);
+  if (!rp) { /* another warp's record of the CTA, else the global queue */
+    mw_rec *r = mw_cta_claim(c, MW_PICK_STEAL, MW_REC_TAKEN);
+    rp = (mw_u64)r;
+    if (r && c->lane == 0) c->ws->steals++;
+    if (!r && c->lane == 0) f = mw_gq_pop(c->st);
+  }
+  *rec = (mw_rec *)rp;
   return mw_bcast(f);
 }
 
