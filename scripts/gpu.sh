@@ -79,7 +79,7 @@ if want sanitize; then
     step "compute-sanitizer $tool"
     MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
       --print-limit 20 luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
-      ${SAN_SPECS:-spec/api_spec.lua spec/async_spec.lua spec/property_spec.lua spec/executor_spec.lua spec/cancel_spec.lua spec/trace_spec.lua spec/reliability_spec.lua} >"$out/$tool.txt" 2>&1
+      ${SAN_SPECS:-spec/api_spec.lua spec/async_spec.lua spec/property_spec.lua spec/executor_spec.lua spec/cancel_spec.lua spec/trace_spec.lua spec/reliability_spec.lua spec/futures_spec.lua} >"$out/$tool.txt" 2>&1
     echo "exit status: $?"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/$tool.txt" | sort | uniq -c
     grep -E "^(failure|error): " "$out/$tool.txt" | head -5
