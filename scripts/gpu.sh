@@ -46,7 +46,7 @@ if want bench; then
   if [ -n "$gen" ]; then
     timeout 120 nvcc -cubin -arch=native -lineinfo -DMW_CUDA=1 -Xptxas -v "$gen" -o /tmp/mw-dump/k.cubin 2>&1 |
       grep -A2 "Compiling entry function 'mw_executor_kernel'" | tee -a "$out/bench.txt"
-    echo "SASS instructions: $(cuobjdump -sass /tmp/mw-dump/k.cubin | grep -cE '^\s+/\*[0-9a-f]{4}\*/')" | tee -a "$out/bench.txt"
+    echo "SASS instructions: $(cuobjdump -sass /tmp/mw-dump/k.cubin | grep -cE '^\s+/\*[0-9a-f]{4,}\*/')" | tee -a "$out/bench.txt"
   fi
   step bench
   # the clocks while the executor runs (a persistent kernel keeps the GPU busy: it should boost)
