@@ -125,13 +125,7 @@ support.each_backend(function(backend)
   end)
   teardown(function() rt:close() end)
 
-  local function wait_for(what, pred, limit)
-    local t0 = mw.now()
-    while not pred() do
-      assert(mw.now() - t0 < (limit or 30), "timed out waiting for " .. what)
-      mw.run(0.001)
-    end
-  end
+  local wait_for = support.wait_for
 
   local function counts(name)
     local t = rt:stats().tasks[name]

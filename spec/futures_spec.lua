@@ -98,14 +98,7 @@ task int wait_gate(int *gate) {
 }
 ]] .. support.FIB
 
---- Waits (running completions) until pred() holds, at most limit seconds.
-local function wait_for(what, pred, limit)
-  local t0 = mw.now()
-  while not pred() do
-    assert(mw.now() - t0 < (limit or 30), "timed out waiting for " .. what)
-    mw.run(0.001)
-  end
-end
+local wait_for = support.wait_for
 
 local function int_buffer(rt, values)
   local b = rt:buffer("int32", #values)

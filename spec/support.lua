@@ -103,6 +103,16 @@ function support.compile(rt, source, chunkname)
   return prog
 end
 
+--- Waits, processing completions, until pred() holds; fails naming what after limit seconds
+-- (30 by default).
+function support.wait_for(what, pred, limit)
+  local t0 = mw.now()
+  while not pred() do
+    assert(mw.now() - t0 < (limit or 30), "timed out waiting for " .. what)
+    mw.run(0.001)
+  end
+end
+
 --- pcall returning only the error message (nil when fn did not raise).
 function support.error_of(fn, ...)
   local ok, err = pcall(fn, ...)
