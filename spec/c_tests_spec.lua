@@ -1,5 +1,6 @@
 -- c_tests_spec.lua - runs the C test programs of the layers below the Lua module (NVRTC, the
--- compile cache and the driver loader; the sim shim's warp collectives and fault catching).
+-- compile cache and the driver loader; the sim shim's warp collectives and fault catching; the C
+-- API's answers to bad input).
 local support = require "spec.support"
 
 local build = os.getenv("MW_BUILD_DIR") or "build"
@@ -7,6 +8,7 @@ local build = os.getenv("MW_BUILD_DIR") or "build"
 local programs = {
   { name = "test_jit", want = "(%d+)/(%d+) passed" },
   { name = "sim_shim_test", want = "(%d+) checks, (%d+) failed" },
+  { name = "api_bad_input_test", want = "(%d+) checks, (%d+) failed" },
 }
 
 describe("C tests", function()
@@ -20,8 +22,10 @@ describe("C tests", function()
       assert.is_not_nil(a, out)
       if p.name == "test_jit" then
         assert.equals(a, b, out)
+        print(("  [%s: %s of %s passed]"):format(p.name, a, b))
       else
         assert.equals("0", b, out)
+        print(("  [%s: %s checks, none failed]"):format(p.name, a))
       end
     end)
   end

@@ -5,6 +5,15 @@
  * mw_runtime_last_error(rt), and the one of a failure before a runtime exists with
  * mw_last_error(). The library never prints and never aborts. Descriptor structs are
  * zero-initialised: zero means default. One runtime is used by one host thread at a time.
+ *
+ * NULL: a NULL handle (runtime, program, buffer) or a NULL pointer that a function writes
+ * through is misuse. A function that returns an int returns MW_EINVAL, writes nothing, and
+ * mw_last_error() names the argument; mw_runtime_backend(NULL) returns "", and
+ * mw_runtime_last_error(NULL) returns mw_last_error(); mw_buffer_address and mw_buffer_size of
+ * NULL are 0; mw_buffer_free(NULL) and mw_runtime_poll(NULL) do nothing. Pointers documented as
+ * optional may be NULL: a descriptor (defaults), out_error and out_log, the mw_result of
+ * mw_future_poll and mw_future_await, the stats of mw_trace_stop, mw_trace_stop's path. A
+ * future handle that is 0, stale or of another runtime is MW_ESTALE, never a crash.
  */
 #ifndef MOONWARP_H
 #define MOONWARP_H
@@ -177,6 +186,7 @@ typedef struct mw_result {
  * for inbox or host-future capacity: < 0 waits forever, 0 not at all. */
 MW_API int mw_spawn(mw_runtime *rt, const mw_program *p, int task, const mw_value *args,
                     int nargs, double timeout_s, mw_future *out);
+/* n instances (n >= 1, else MW_EINVAL), index 0..n-1, one future for all. */
 MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
                          const mw_value *args, int nargs, double timeout_s, mw_future *out);
 /* 0 and *out filled when complete, MW_EAGAIN while pending. Processes completions. */

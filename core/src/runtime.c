@@ -241,6 +241,7 @@ static void free_state(mw_runtime *rt) {
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
+  MW_NOT_NULL(out, "mw_runtime_create");
   mw_runtime_desc d = {0};
   if (desc) d = *desc;
   *out = NULL;
@@ -316,9 +317,16 @@ fail:
   return rc;
 }
 
-MW_API const char *mw_runtime_backend(const mw_runtime *rt) { return rt->ops->name; }
-MW_API const char *mw_runtime_last_error(const mw_runtime *rt) { return rt->err; }
-MW_API int mw_runtime_faulted(const mw_runtime *rt) { return rt->faulted; }
+MW_API const char *mw_runtime_backend(const mw_runtime *rt) {
+  if (!rt) mw__null_arg("mw_runtime_backend", "rt");
+  return rt ? rt->ops->name : "";
+}
+MW_API const char *mw_runtime_last_error(const mw_runtime *rt) {
+  return rt ? rt->err : mw_last_error();
+}
+MW_API int mw_runtime_faulted(const mw_runtime *rt) {
+  return rt ? rt->faulted : mw__null_arg("mw_runtime_faulted", "rt");
+}
 
 static void hslot_settle(mw_runtime *rt, uint32_t s);
 
@@ -423,7 +431,7 @@ static int restart_executor(mw_runtime *rt) {
 }
 
 MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
-  if (!rt) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_runtime_close");
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
   if (rc == MW_ETIMEDOUT) {
@@ -453,9 +461,10 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
 
 MW_API int mw_generate_source(const char *source, const char *filename, const char *backend,
                               char **out_source, char **out_error) {
+  MW_NOT_NULL(out_source, "mw_generate_source");
   *out_source = NULL;
   if (out_error) *out_error = NULL;
-  if (!source) return MW_EINVAL;
+  MW_NOT_NULL(source, "mw_generate_source");
   char err[1024];
   mw__parsed p;
   int rc = mw__parse(source, filename, 1, &p, err, sizeof err);
@@ -474,8 +483,10 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
 
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out) {
+  MW_NOT_NULL(out, "mw_program_compile");
   *out = NULL;
-  if (!rt || !source) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_program_compile");
+  MW_NOT_NULL(source, "mw_program_compile");
   if (rt->faulted) {
     mw__rt_error(rt, "the runtime has faulted: %s", mw_strerror(rt->faulted));
     return MW_EFAULT;
@@ -545,9 +556,14 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   return 0;
 }
 
-MW_API int mw_program_task_count(const mw_program *p) { return p->parsed.ntasks; }
+MW_API int mw_program_task_count(const mw_program *p) {
+  MW_NOT_NULL(p, "mw_program_task_count");
+  return p->parsed.ntasks;
+}
 
 MW_API int mw_program_task(const mw_program *p, int i, mw_task_info *out) {
+  MW_NOT_NULL(p, "mw_program_task");
+  MW_NOT_NULL(out, "mw_program_task");
   if (i < 0 || i >= p->parsed.ntasks) return MW_ENOTASK;
   const mw__task *t = &p->parsed.tasks[i];
   out->name = t->name;
@@ -563,6 +579,8 @@ MW_API int mw_program_task(const mw_program *p, int i, mw_task_info *out) {
 }
 
 MW_API int mw_program_find(const mw_program *p, const char *name) {
+  MW_NOT_NULL(p, "mw_program_find");
+  MW_NOT_NULL(name, "mw_program_find");
   for (int i = 0; i < p->parsed.ntasks; ++i)
     if (!strcmp(p->parsed.tasks[i].name, name)) return i;
   return MW_ENOTASK;
@@ -796,8 +814,15 @@ static void note_holds(mw_runtime *rt, const mw__task *t, const mw_value *args, 
 
 static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
                         const mw_value *args, int nargs, double timeout_s, mw_future *out) {
+  MW_NOT_NULL(out, "mw_spawn");
   *out = 0;
-  if (!rt || !p || !out || (nargs && !args)) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_spawn");
+  MW_NOT_NULL(p, "mw_spawn");
+  if (nargs && !args) return mw__null_arg("mw_spawn", "args");
+  if ((flags & MW_IN_BULK) && n == 0) {
+    mw__rt_error(rt, "mw_spawn_bulk: n must be at least 1 (instances to run)");
+    return MW_EINVAL;
+  }
   if (p->rt != rt) {
     mw__rt_error(rt, "the program belongs to another runtime");
     return MW_EINVAL;
@@ -868,6 +893,7 @@ static mw__hslot *lookup(mw_runtime *rt, mw_future f) {
 }
 
 MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
+  MW_NOT_NULL(rt, "mw_future_poll");
   mw__hslot *h = lookup(rt, f);
   if (!h) return MW_ESTALE;
   if (h->state == MW_ST_PENDING) {
@@ -882,6 +908,7 @@ MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
 }
 
 MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out) {
+  MW_NOT_NULL(rt, "mw_future_await");
   double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
   unsigned spins = 0;
   for (;;) {
@@ -897,7 +924,7 @@ MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_res
 
 
 MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
-  if (!rt) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_future_cancel");
   mw__hslot *h = lookup(rt, f);
   if (!h) return MW_ESTALE;
   if (h->state == MW_ST_PENDING) mw_runtime_poll(rt);
@@ -932,6 +959,7 @@ MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
 }
 
 MW_API int mw_future_release(mw_runtime *rt, mw_future f) {
+  MW_NOT_NULL(rt, "mw_future_release");
   mw__hslot *h = lookup(rt, f);
   if (!h) return MW_ESTALE;
   h->held = 0;
@@ -942,8 +970,13 @@ MW_API int mw_future_release(mw_runtime *rt, mw_future f) {
 /* ---- buffers ------------------------------------------------------------------------------- */
 
 MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
+  MW_NOT_NULL(out, "mw_buffer_alloc");
   *out = NULL;
-  if (!rt || bytes == 0) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_buffer_alloc");
+  if (bytes == 0) {
+    mw__rt_error(rt, "mw_buffer_alloc: a buffer of 0 bytes");
+    return MW_EINVAL;
+  }
   if (rt->faulted) return MW_EFAULT;
   mw_buffer *b = calloc(1, sizeof *b);
   if (!b) return MW_ENOMEM;
@@ -984,17 +1017,21 @@ static int buffer_range(mw_buffer *b, size_t off, size_t n) {
 }
 
 MW_API int mw_buffer_write(mw_buffer *b, size_t offset, const void *src, size_t bytes) {
+  MW_NOT_NULL(b, "mw_buffer_write");
+  if (bytes && !src) return mw__null_arg("mw_buffer_write", "src");
   int rc = buffer_range(b, offset, bytes);
   return rc ? rc : bytes ? b->rt->ops->h2d(b->rt, b->dev + offset, src, bytes) : 0;
 }
 
 MW_API int mw_buffer_read(mw_buffer *b, size_t offset, void *dst, size_t bytes) {
+  MW_NOT_NULL(b, "mw_buffer_read");
+  if (bytes && !dst) return mw__null_arg("mw_buffer_read", "dst");
   int rc = buffer_range(b, offset, bytes);
   return rc ? rc : bytes ? b->rt->ops->d2h(b->rt, dst, b->dev + offset, bytes) : 0;
 }
 
-MW_API uint64_t mw_buffer_address(const mw_buffer *b) { return b->dev; }
-MW_API size_t mw_buffer_size(const mw_buffer *b) { return b->size; }
+MW_API uint64_t mw_buffer_address(const mw_buffer *b) { return b ? b->dev : 0; }
+MW_API size_t mw_buffer_size(const mw_buffer *b) { return b ? b->size : 0; }
 
 MW_API void mw_buffer_free(mw_buffer *b) {
   if (!b) return;
@@ -1018,7 +1055,9 @@ static int read_rows(mw_runtime *rt, mw_stat_row **rows) {
 }
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
+  MW_NOT_NULL(out, "mw_runtime_stats");
   memset(out, 0, sizeof *out);
+  MW_NOT_NULL(rt, "mw_runtime_stats");
   mw_runtime_poll(rt);
   check_alive(rt);
   out->host_spawned = rt->host_spawned;
@@ -1071,7 +1110,9 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
 }
 
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]) {
+  MW_NOT_NULL(out, "mw_runtime_kind_stats");
   memset(out, 0, 4 * sizeof *out);
+  MW_NOT_NULL(rt, "mw_runtime_kind_stats");
   if (kind >= rt->nkinds) return MW_ENOTASK;
   mw_stat_row *rows;
   int rc = read_rows(rt, &rows);
@@ -1091,9 +1132,12 @@ MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4])
 
 MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
                             void **out_cubin, size_t *out_size, char **out_log) {
+  MW_NOT_NULL(out_cubin, "mw_compile_cubin");
+  MW_NOT_NULL(out_size, "mw_compile_cubin");
   *out_cubin = NULL;
   *out_size = 0;
   if (out_log) *out_log = NULL;
+  MW_NOT_NULL(source, "mw_compile_cubin");
   int sm = 90;
   if (arch && (sscanf(arch, "sm_%d", &sm) != 1 || sm < 70)) {
     mw__set_error("arch '%s' is not of the form sm_XY (sm_70 or newer)", arch);

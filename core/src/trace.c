@@ -109,7 +109,7 @@ void mw__trace_free(mw_runtime *rt, int free_device) {
 }
 
 MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
-  if (!rt) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_trace_start");
   if (rt->faulted) {
     mw__rt_error(rt, "the runtime has faulted and must be closed (%s)", mw_strerror(rt->faulted));
     return MW_EFAULT;
@@ -347,7 +347,7 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
 MW_API int mw_trace_stop(mw_runtime *rt, const char *path, mw_trace_stats *stats) {
   mw_trace_stats st = {0};
   if (stats) *stats = st;
-  if (!rt) return MW_EINVAL;
+  MW_NOT_NULL(rt, "mw_trace_stop");
   struct mw__trace *tr = rt->trace;
   if (!tr || !(tr->gen & 1u)) {
     mw__rt_error(rt, "tracing is not on (trace_start begins it)");

@@ -1,4 +1,5 @@
 /* util.c - string builder, per-thread error message, clocks, whole-file reads. */
+#include "moonwarp.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -75,6 +76,11 @@ void mw__set_error(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof last_error, fmt, ap);
   va_end(ap);
+}
+
+int mw__null_arg(const char *fn, const char *arg) {
+  mw__set_error("%s: %s must not be NULL", fn, arg);
+  return MW_EINVAL;
 }
 
 void mw__set_error_str(const char *msg) {

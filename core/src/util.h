@@ -22,6 +22,13 @@ void mw__sb_free(mw__sb *b);
 /* this thread's detailed message of the last failure (mw_last_error) */
 void mw__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mw__set_error_str(const char *msg);
+/* The C API's answer to a NULL handle or out-pointer (moonwarp.h, NULL): says which argument of
+ * which function in mw_last_error() and returns MW_EINVAL. */
+int mw__null_arg(const char *fn, const char *arg);
+#define MW_NOT_NULL(p, fn) \
+  do {                     \
+    if (!(p)) return mw__null_arg(fn, #p); \
+  } while (0)
 char *mw__strdup(const char *s);
 char *mw__strndup(const char *s, size_t n);
 

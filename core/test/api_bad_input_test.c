@@ -1,0 +1,179 @@
+/* api_bad_input_test.c - every entry point of moonwarp.h given NULL, zero, out-of-range and stale
+ * values, on the sim backend: each must return what the header's rule for them says, and none
+ * may crash. Prints "N checks, M failed"; exits non-zero when one failed. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moonwarp.h"
+
+static int checks, failures;
+
+static void expect_int(const char *what, int got, int want) {
+  ++checks;
+  if (got != want) {
+    ++failures;
+    printf("FAIL %s: got %d (%s), want %d (%s); last error: %s\n", what, got, mw_err_name(got), want,
+           mw_err_name(want), mw_last_error());
+  }
+}
+
+static void expect_true(const char *what, int ok) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    printf("FAIL %s\n", what);
+  }
+}
+
+/* a NULL argument is named in the thread's last error */
+static void expect_named(const char *what, const char *arg) {
+  ++checks;
+  if (!strstr(mw_last_error(), arg) || !strstr(mw_last_error(), "must not be NULL")) {
+    ++failures;
+    printf("FAIL %s: last error '%s' does not name %s\n", what, mw_last_error(), arg);
+  }
+}
+
+#define EXPECT(call, want) expect_int(#call, (call), (want))
+
+static const char *SRC = "task int sq(int x) { return x * x; }\n"
+                         "task void fill(int *p) { if (lane == 0) p[index] = (int)index; }\n";
+
+int main(void) {
+  mw_runtime *rt = NULL;
+  mw_program *p = NULL;
+  mw_buffer *b = NULL;
+  mw_future f = 0;
+  mw_result res;
+  mw_stats st;
+  mw_task_info info;
+  uint64_t kinds[4];
+  int data[4] = {1, 2, 3, 4};
+  mw_value arg = {.i = 7};
+  char *text = NULL, *err = NULL;
+  void *cubin = NULL;
+  size_t size = 0;
+
+  /* without a runtime */
+  EXPECT(mw_runtime_create(NULL, NULL), MW_EINVAL);
+  expect_named("mw_runtime_create(NULL, NULL) names out", "out");
+  EXPECT(mw_runtime_close(NULL, 0), MW_EINVAL);
+  expect_true("mw_runtime_backend(NULL) is \"\"", !strcmp(mw_runtime_backend(NULL), ""));
+  expect_true("mw_runtime_last_error(NULL) is a string", mw_runtime_last_error(NULL) != NULL);
+  EXPECT(mw_runtime_faulted(NULL), MW_EINVAL);
+  EXPECT(mw_runtime_stats(NULL, &st), MW_EINVAL);
+  EXPECT(mw_runtime_kind_stats(NULL, 0, kinds), MW_EINVAL);
+  EXPECT(mw_runtime_poll(NULL), 0);
+  EXPECT(mw_program_compile(NULL, SRC, NULL, &p), MW_EINVAL);
+  EXPECT(mw_program_task_count(NULL), MW_EINVAL);
+  EXPECT(mw_program_task(NULL, 0, &info), MW_EINVAL);
+  EXPECT(mw_program_find(NULL, "sq"), MW_EINVAL);
+  EXPECT(mw_generate_source(SRC, NULL, "sim", NULL, NULL), MW_EINVAL);
+  expect_named("mw_generate_source without out_source names it", "out_source");
+  EXPECT(mw_generate_source(NULL, NULL, "sim", &text, NULL), MW_EINVAL);
+  EXPECT(mw_generate_source("task int", "bad.cu", "sim", &text, &err), MW_ECOMPILE);
+  expect_true("a parse error comes back in out_error", err && strstr(err, "bad.cu:1"));
+  free(err);
+  EXPECT(mw_compile_cubin(SRC, NULL, NULL, NULL, &size, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin(SRC, NULL, NULL, &cubin, NULL, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin(NULL, NULL, NULL, &cubin, &size, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin(SRC, NULL, "sm_1", &cubin, &size, NULL), MW_EINVAL);
+  EXPECT(mw_spawn(NULL, NULL, 0, &arg, 1, 0, &f), MW_EINVAL);
+  EXPECT(mw_future_poll(NULL, 1, &res), MW_EINVAL);
+  EXPECT(mw_future_await(NULL, 1, 0, NULL), MW_EINVAL);
+  EXPECT(mw_future_cancel(NULL, 1, 0), MW_EINVAL);
+  EXPECT(mw_future_release(NULL, 1), MW_EINVAL);
+  EXPECT(mw_buffer_alloc(NULL, 16, &b), MW_EINVAL);
+  EXPECT(mw_buffer_write(NULL, 0, data, 4), MW_EINVAL);
+  EXPECT(mw_buffer_read(NULL, 0, data, 4), MW_EINVAL);
+  expect_true("mw_buffer_address(NULL) is 0", mw_buffer_address(NULL) == 0);
+  expect_true("mw_buffer_size(NULL) is 0", mw_buffer_size(NULL) == 0);
+  mw_buffer_free(NULL);
+  EXPECT(mw_trace_start(NULL, 0), MW_EINVAL);
+  EXPECT(mw_trace_stop(NULL, NULL, NULL), MW_EINVAL);
+  expect_true("mw_strerror of an unknown code is a string", mw_strerror(12345) != NULL);
+  expect_true("mw_err_name of an unknown code is a string", mw_err_name(-9999) != NULL);
+  expect_true("mw_type_name out of range is \"?\"", !strcmp(mw_type_name((mw_type)99), "?"));
+
+  /* with a runtime and a program */
+  mw_runtime_desc d = {0};
+  d.backend = "sim";
+  d.capacity = 256;
+  d.host_futures = 16;
+  int rc = mw_runtime_create(&d, &rt);
+  if (rc) {
+    printf("FAIL the sim runtime did not open: %s\n", mw_last_error());
+    printf("%d checks, %d failed\n", checks + 1, failures + 1);
+    return 1;
+  }
+  d.frame_bytes = 100; /* not a multiple of 16 */
+  mw_runtime *rt2 = NULL;
+  EXPECT(mw_runtime_create(&d, &rt2), MW_EINVAL);
+  expect_true("a refused runtime is not handed out", rt2 == NULL);
+  EXPECT(mw_runtime_stats(rt, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_kind_stats(rt, 0, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_faulted(rt), 0);
+  expect_true("mw_runtime_backend names the backend", !strcmp(mw_runtime_backend(rt), "sim"));
+  EXPECT(mw_program_compile(rt, NULL, NULL, &p), MW_EINVAL);
+  EXPECT(mw_program_compile(rt, SRC, NULL, NULL), MW_EINVAL);
+  EXPECT(mw_program_compile(rt, "task int broken(", NULL, &p), MW_ECOMPILE);
+  expect_true("a failed compile hands out no program", p == NULL);
+  EXPECT(mw_program_compile(rt, SRC, NULL, &p), 0);
+  EXPECT(mw_runtime_kind_stats(rt, 999, kinds), MW_ENOTASK);
+  EXPECT(mw_program_task_count(p), 2);
+  EXPECT(mw_program_task(p, 0, NULL), MW_EINVAL);
+  EXPECT(mw_program_task(p, -1, &info), MW_ENOTASK);
+  EXPECT(mw_program_task(p, 2, &info), MW_ENOTASK);
+  EXPECT(mw_program_find(p, NULL), MW_EINVAL);
+  EXPECT(mw_program_find(p, "nosuch"), MW_ENOTASK);
+  EXPECT(mw_program_find(p, "sq"), 0);
+
+  EXPECT(mw_spawn(rt, NULL, 0, &arg, 1, 0, &f), MW_EINVAL);
+  EXPECT(mw_spawn(rt, p, 0, &arg, 1, 0, NULL), MW_EINVAL);
+  expect_named("mw_spawn without out names it", "out");
+  EXPECT(mw_spawn(rt, p, 0, NULL, 1, 0, &f), MW_EINVAL);
+  EXPECT(mw_spawn(rt, p, 0, &arg, 2, 0, &f), MW_EINVAL);
+  EXPECT(mw_spawn(rt, p, -1, &arg, 1, 0, &f), MW_ENOTASK);
+  EXPECT(mw_spawn(rt, p, 7, &arg, 1, 0, &f), MW_ENOTASK);
+  EXPECT(mw_spawn_bulk(rt, p, 1, 0, &arg, 1, 0, &f), MW_EINVAL);
+
+  EXPECT(mw_future_poll(rt, 0, &res), MW_ESTALE);
+  EXPECT(mw_future_poll(rt, (mw_future)1 << 40 | 3, &res), MW_ESTALE);
+  EXPECT(mw_future_await(rt, 0, 0, NULL), MW_ESTALE);
+  EXPECT(mw_future_cancel(rt, 0, 0), MW_ESTALE);
+  EXPECT(mw_future_release(rt, 0), MW_ESTALE);
+  EXPECT(mw_spawn(rt, p, 0, &arg, 1, 5, &f), 0);
+  EXPECT(mw_future_await(rt, f, 30, NULL), 0); /* no result wanted: NULL is allowed */
+  EXPECT(mw_future_await(rt, f, 30, &res), 0);
+  expect_true("sq(7) is 49", res.value.i == 49);
+  EXPECT(mw_future_release(rt, f), 0);
+  EXPECT(mw_future_release(rt, f), MW_ESTALE); /* released twice */
+  EXPECT(mw_future_poll(rt, f, &res), MW_ESTALE);
+
+  EXPECT(mw_buffer_alloc(rt, 16, NULL), MW_EINVAL);
+  EXPECT(mw_buffer_alloc(rt, 0, &b), MW_EINVAL);
+  EXPECT(mw_buffer_alloc(rt, 16, &b), 0);
+  EXPECT(mw_buffer_write(b, 0, NULL, 4), MW_EINVAL);
+  EXPECT(mw_buffer_write(b, 0, NULL, 0), 0);
+  EXPECT(mw_buffer_write(b, 100, data, 4), MW_ERANGE);
+  EXPECT(mw_buffer_write(b, SIZE_MAX, data, 4), MW_ERANGE);
+  EXPECT(mw_buffer_write(b, 8, data, 16), MW_ERANGE);
+  EXPECT(mw_buffer_read(b, 0, NULL, 4), MW_EINVAL);
+  EXPECT(mw_buffer_read(b, 16, data, 1), MW_ERANGE);
+  EXPECT(mw_buffer_write(b, 0, data, 16), 0);
+  memset(data, 0, sizeof data);
+  EXPECT(mw_buffer_read(b, 0, data, 16), 0);
+  expect_true("a buffer reads back what was written", data[0] == 1 && data[3] == 4);
+  expect_true("mw_buffer_size is the size asked for", mw_buffer_size(b) == 16);
+
+  EXPECT(mw_trace_start(rt, MW_TRACE_MAX_EVENTS_PER_WORKER + 1), MW_EINVAL);
+  EXPECT(mw_trace_stop(rt, NULL, NULL), MW_EINVAL); /* not tracing */
+  EXPECT(mw_runtime_stats(rt, &st), 0);
+  mw_buffer_free(b);
+  EXPECT(mw_runtime_close(rt, 10), 0);
+
+  printf("%d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
