@@ -132,6 +132,10 @@ int mwl_runtime_new(lua_State *L) {
   r = (mwl_runtime *)calloc(1, sizeof *r);
   if (r == NULL) return mwl_fail(L, MW_ENOMEM, NULL);
   rc = mw_runtime_create(&desc, &r->rt);
+  if (rc == MW_EINVAL) { /* an option the core or the device refuses: misuse */
+    free(r);
+    return luaL_argerror(L, 1, mw_last_error());
+  }
   if (rc < 0) {
     free(r);
     return mwl_fail(L, rc, mw_last_error());
@@ -172,6 +176,17 @@ static int l_close(lua_State *L) {
   double deadline = 0;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) { /* the only option is deadline */
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "deadline") != 0) {
+        lua_getglobal(L, "tostring");
+        lua_pushvalue(L, -2);
+        lua_call(L, 1, 1);
+        return luaL_argerror(
+            L, 2, lua_pushfstring(L, "unknown option '%s' (options: deadline)", lua_tostring(L, -1)));
+      }
+    }
     lua_getfield(L, 2, "deadline");
     if (!lua_isnil(L, -1)) {
       if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) > 0))

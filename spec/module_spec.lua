@@ -46,6 +46,12 @@ describe("mw.runtime options", function()
     { { frame_bytes = {} }, "'frame_bytes'" },
     { { capacty = 10 }, "unknown option 'capacty'" },
     { { [1] = "sim" }, "unknown option '1'" },
+    -- limits the core or the device sets: refused, never clamped
+    { { backend = "sim", frame_bytes = 100 }, "option 'frame_bytes' must be a multiple of 16 in 128..65536" },
+    { { backend = "sim", frame_bytes = 65552 }, "option 'frame_bytes'" },
+    { { backend = "sim", capacity = 2 ^ 26 + 1 }, "option 'capacity' must be at most 67108864" },
+    { { backend = "sim", capacity = 8, host_futures = 16 }, "option 'host_futures' must be at most the capacity (8)" },
+    { { backend = "sim", workers = 1000 }, "option 'workers' must be at most 64 on this sim device" },
   }
   for _, row in ipairs(misuse) do
     local opts, expected = row[1], row[2]

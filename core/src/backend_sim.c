@@ -60,8 +60,10 @@ static int sim_open(mw_runtime *rt, const mw_runtime_desc *d) {
   be->rt = rt;
   pthread_mutex_init(&be->lock, NULL);
   rt->be = be;
+  /* a request above SIM_MAX_WORKERS is refused by mw_runtime_create */
   rt->max_workers = d->workers ? (d->workers < SIM_MAX_WORKERS ? d->workers : SIM_MAX_WORKERS)
                                : SIM_DEFAULT_WORKERS;
+  if (d->workers > SIM_MAX_WORKERS) rt->max_workers = SIM_MAX_WORKERS;
   rt->nworkers = rt->max_workers;
   return 0;
 }

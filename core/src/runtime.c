@@ -252,15 +252,17 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return MW_EINVAL;
   }
   if (d.capacity > MAX_CAPACITY || d.host_futures > MAX_CAPACITY) {
-    mw__set_error("capacity must be at most %u", MAX_CAPACITY);
+    mw__set_error("option '%s' must be at most %u, got %u",
+                  d.capacity > MAX_CAPACITY ? "capacity" : "host_futures", MAX_CAPACITY,
+                  d.capacity > MAX_CAPACITY ? d.capacity : d.host_futures);
     return MW_EINVAL;
   }
   if (!(d.relaunch_timeout >= 0 && d.relaunch_timeout <= 1e9)) {
-    mw__set_error("relaunch_timeout must be a number of seconds >= 0");
+    mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
     return MW_EINVAL;
   }
   if (d.frame_bytes && (d.frame_bytes < 128 || d.frame_bytes > 65536 || d.frame_bytes % 16)) {
-    mw__set_error("frame_bytes must be a multiple of 16 between 128 and 65536");
+    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u", d.frame_bytes);
     return MW_EINVAL;
   }
   mw_runtime *rt = calloc(1, sizeof *rt);
@@ -284,6 +286,19 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->nframes = d.capacity ? d.capacity : (sim ? DEFAULT_CAPACITY_SIM : DEFAULT_CAPACITY_CUDA);
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
+  /* what the device or capacity cannot honour is refused, not clamped */
+  if (rt->host_slots > rt->nframes || d.workers > rt->max_workers) {
+    if (d.workers > rt->max_workers)
+      mw__set_error("option 'workers' must be at most %u on this %s device, got %u",
+                    rt->max_workers, ops->name, d.workers);
+    else
+      mw__set_error("option 'host_futures' must be at most the capacity (%u), got %u", rt->nframes,
+                    rt->host_slots);
+    ops->close(rt);
+    release_device(rt);
+    free(rt);
+    return MW_EINVAL;
+  }
   rt->nslots = rt->nframes + rt->host_slots;
   /* waiter nodes: a suspended task holds one per future it waits for (await_all: several) */
   rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
