@@ -84,6 +84,11 @@ int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
 int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */
 int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err);
 const char *mwl_to_integer(lua_Number v, int bits, int is_signed, mw_value *out);
+/* 64-bit integers as LuaJIT cdata (module.c): whether idx holds a cdata; its bits when it is an
+ * int64_t or uint64_t one; a push that keeps integers beyond 2^53 exact. */
+int mwl_is_cdata(lua_State *L, int idx);
+int mwl_cdata_int64(lua_State *L, int idx, uint64_t *bits, int *is_signed);
+void mwl_push_int64(lua_State *L, uint64_t bits, int is_signed);
 const char *mwl_typename(lua_State *L, int idx);
 
 /* runtime.c */

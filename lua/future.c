@@ -82,14 +82,14 @@ static void push_value(lua_State *L, const mw_result *res) {
   case MW_T_BOOL: lua_pushboolean(L, res->value.u != 0); break;
   case MW_T_I8:
   case MW_T_I16:
-  case MW_T_I32:
-  case MW_T_I64: lua_pushnumber(L, (lua_Number)res->value.i); break;
+  case MW_T_I32: lua_pushnumber(L, (lua_Number)res->value.i); break;
+  case MW_T_I64: mwl_push_int64(L, res->value.u, 1); break; /* beyond 2^53: an int64_t cdata */
   case MW_T_U8:
   case MW_T_U16:
-  case MW_T_U32:
+  case MW_T_U32: lua_pushnumber(L, (lua_Number)res->value.u); break;
   case MW_T_U64:
   case MW_T_PTR:
-  case MW_T_FUTURE: lua_pushnumber(L, (lua_Number)res->value.u); break;
+  case MW_T_FUTURE: mwl_push_int64(L, res->value.u, 0); break;
   case MW_T_F32:
   case MW_T_F64: lua_pushnumber(L, res->value.d); break;
   default: lua_pushnil(L); break;

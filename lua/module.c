@@ -60,6 +60,67 @@ const char *mwl_typename(lua_State *L, int idx) {
   return luaL_typename(L, idx);
 }
 
+/* ---- 64-bit integers as LuaJIT cdata ----------------------------------------------------------
+ * The C API cannot read or make FFI cdata; the Lua layer (moonwarp/init.lua) hands the binding
+ * two functions once: reader(v) -> hi, lo, signed (nothing when v is no int64_t/uint64_t
+ * cdata) and maker(hi, lo, signed) -> an int64_t or uint64_t cdata. Without them (no FFI) the
+ * binding works with Lua numbers alone. */
+#define MWL_INT64_READER "moonwarp.int64_reader"
+#define MWL_INT64_MAKER "moonwarp.int64_maker"
+#define MWL_TCDATA 10 /* lua_type of a LuaJIT cdata */
+
+static int l_int64_helpers(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, MWL_INT64_READER);
+  lua_pushvalue(L, 2);
+  lua_setfield(L, LUA_REGISTRYINDEX, MWL_INT64_MAKER);
+  return 0;
+}
+
+int mwl_is_cdata(lua_State *L, int idx) { return lua_type(L, idx) == MWL_TCDATA; }
+
+/* The int64_t or uint64_t cdata at idx as its 64 bits; 0 when it is no such cdata. */
+int mwl_cdata_int64(lua_State *L, int idx, uint64_t *bits, int *is_signed) {
+  int ok = 0;
+  idx = idx < 0 && idx > LUA_REGISTRYINDEX ? lua_gettop(L) + idx + 1 : idx;
+  lua_getfield(L, LUA_REGISTRYINDEX, MWL_INT64_READER);
+  if (lua_isfunction(L, -1)) {
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 3);
+    if (lua_type(L, -3) == LUA_TNUMBER) {
+      *bits = (uint64_t)lua_tonumber(L, -3) << 32 | (uint64_t)lua_tonumber(L, -2);
+      *is_signed = lua_toboolean(L, -1);
+      ok = 1;
+    }
+    lua_pop(L, 3);
+  } else {
+    lua_pop(L, 1);
+  }
+  return ok;
+}
+
+/* Pushes a 64-bit integer: a Lua number when it is exact as one (|v| <= 2^53), else an int64_t
+ * or uint64_t cdata (a number, rounded, where the FFI is missing). */
+void mwl_push_int64(lua_State *L, uint64_t bits, int is_signed) {
+  int64_t sv = (int64_t)bits;
+  int exact = is_signed ? (sv >= -(INT64_C(1) << 53) && sv <= (INT64_C(1) << 53))
+                        : bits <= (UINT64_C(1) << 53);
+  if (!exact) {
+    lua_getfield(L, LUA_REGISTRYINDEX, MWL_INT64_MAKER);
+    if (lua_isfunction(L, -1)) {
+      lua_pushnumber(L, (lua_Number)(bits >> 32));
+      lua_pushnumber(L, (lua_Number)(bits & 0xffffffffu));
+      lua_pushboolean(L, is_signed);
+      lua_call(L, 3, 1);
+      return;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pushnumber(L, is_signed ? (lua_Number)sv : (lua_Number)bits);
+}
+
 /* mw.now(): monotonic seconds, for timing scripts and benchmarks. */
 static int l_now(lua_State *L) {
   struct timespec ts;
@@ -75,6 +136,7 @@ static const luaL_Reg functions[] = {
     {"any", mwl_future_any},
     {"generate", mwl_generate},
     {"compile_cubin", mwl_compile_cubin},
+    {"_int64_helpers", l_int64_helpers},
     {NULL, NULL},
 };
 

@@ -117,6 +117,21 @@ static void marshal(lua_State *L, mwl_runtime *r, int idx, mw_type ty, int argn,
   default:
     if (ty > MW_T_BOOL && ty < MW_T_F32) {
       const char *why;
+      uint64_t bits;
+      int is_signed;
+      if (mwl_is_cdata(L, idx) && mwl_cdata_int64(L, idx, &bits, &is_signed)) {
+        /* an int64_t or uint64_t cdata: exact, checked against the parameter's range */
+        int b = ints[ty].bits;
+        int neg = is_signed && (int64_t)bits < 0;
+        int fits = ints[ty].is_signed
+                       ? (neg ? b == 64 || (int64_t)bits >= -(INT64_C(1) << (b - 1))
+                              : bits < (UINT64_C(1) << (b - 1)))
+                       : !neg && (b == 64 || bits < (UINT64_C(1) << b));
+        if (!fits)
+          arg_error(L, argn, fname, lua_pushfstring(L, "value out of range for %s", mw_type_name(ty)));
+        out->u = bits;
+        return;
+      }
       if (lua_type(L, idx) != LUA_TNUMBER) type_error(L, argn, fname, "number", idx);
       why = mwl_to_integer(lua_tonumber(L, idx), ints[ty].bits, ints[ty].is_signed, out);
       if (why != NULL)

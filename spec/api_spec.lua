@@ -141,6 +141,41 @@ support.each_backend(function(backend)
       assert.equals(56, prog.plus_one(prog.fib(10)):await())
     end)
 
+    describe("64-bit integers as LuaJIT cdata", function()
+      local ffi = require "ffi"
+      -- task, the argument, the result expected (a cdata result is compared as a cdata)
+      local rows = {
+        { "twice64", 5LL, 10 },                                      -- exact as a number
+        { "twice64", 2LL ^ 53 + 1, 2LL ^ 54 + 2 },                   -- beyond 2^53: int64_t
+        { "twice64", -(2LL ^ 60), -(2LL ^ 61) },
+        { "inc64", 0xfffffffffffffffeULL, 0xffffffffffffffffULL },   -- uint64_t, all 64 bits
+        { "inc32", 41ULL, 42 },                                      -- narrower parameters too
+        { "neg8", -5LL, 5 },
+      }
+      for _, row in ipairs(rows) do
+        it(("%s(%s) returns %s"):format(row[1], tostring(row[2]), tostring(row[3])), function()
+          local v = prog[row[1]](row[2]):await()
+          if type(row[3]) == "number" then
+            assert.equals("number", type(v))
+            assert.equals(row[3], v)
+          else
+            assert.is_true(ffi.istype(ffi.typeof(row[3]), v), tostring(v))
+            assert.is_true(v == row[3], tostring(v))
+          end
+        end)
+      end
+
+      it("refuses a cdata out of the parameter's range, naming it", function()
+        assert.equals("bad argument #1 to 'neg8' (value out of range for int8)",
+          support.error_of(prog.neg8, 200LL))
+        assert.equals("bad argument #1 to 'inc32' (value out of range for uint32)",
+          support.error_of(prog.inc32, -1LL))
+        assert.equals("bad argument #1 to 'twice64' (value out of range for int64)",
+          support.error_of(prog.twice64, 0xffffffffffffffffULL))
+        assert.truthy(support.error_of(prog.twice64, ffi.new("double", 1)):find("number expected", 1, true))
+      end)
+    end)
+
     it("returns the cached result when awaited again", function()
       local f = prog.fib(15)
       assert.equals(610, f:await())

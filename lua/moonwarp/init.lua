@@ -25,8 +25,10 @@
 -- the error ("ENODEV", "ECOMPILE", "ETIMEDOUT", ...). A task's own failure is raised by
 -- f:await() with the task's message ("fib: message").
 --
--- Numbers: 64-bit integers (int64/uint64 values, results, buffer elements, addresses) travel
--- as Lua numbers, exact up to 2^53.
+-- Numbers: an integer parameter takes a Lua number (exact up to 2^53) or an int64_t/uint64_t
+-- cdata (5LL, 0xffffffffffffffffULL: exact, range-checked). A 64-bit result comes back as a
+-- Lua number while it is exact as one (|v| <= 2^53), else as an int64_t or uint64_t cdata.
+-- Buffer elements, addresses and counters travel as Lua numbers.
 --
 -- Objects:
 --   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname]), rt:compile_file(path),
@@ -40,6 +42,24 @@
 -- Every object has __tostring, and __gc behind its explicit close; closing a runtime closes
 -- its programs, futures and buffers, and any later use of them raises "runtime is closed".
 local core = require "moonwarp.core"
+
+-- 64-bit integers that Lua numbers cannot hold travel as LuaJIT FFI cdata (see Numbers above)
+do
+  local ok, ffi = pcall(require, "ffi")
+  if ok then
+    local i64, u64 = ffi.typeof("int64_t"), ffi.typeof("uint64_t")
+    local two32 = ffi.new("uint64_t", 4294967296)
+    core._int64_helpers(function(v)
+      local signed = ffi.istype(i64, v)
+      if not signed and not ffi.istype(u64, v) then return end
+      local u = ffi.cast(u64, v)
+      return tonumber(u / two32), tonumber(u % two32), signed
+    end, function(hi, lo, signed)
+      local u = ffi.new(u64, hi) * two32 + lo
+      return signed and ffi.cast(i64, u) or u
+    end)
+  end
+end
 
 local M = {}
 
