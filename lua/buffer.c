@@ -1,4 +1,5 @@
-/* buffer.c - the moonwarp.buffer type: typed device memory, written and read from Lua tables. */
+/* buffer.c - the moonwarp.buffer type: typed device memory, written and read from Lua tables,
+ * strings and (through moonwarp/init.lua) FFI memory. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -154,14 +155,44 @@ static lua_Number load(const struct etype *et, const unsigned char *src) {
   }
 }
 
-/* buf:write(t [, first]): t[1..#t] into elements first..first+#t-1 (1-based). Returns buf. */
+/* The elements first..first+n-1 (1-based) checked against the buffer: raises naming argument
+ * arg when they overrun it. */
+static void check_span(lua_State *L, mwl_buffer *b, int arg, size_t first, size_t n) {
+  if (n > b->count - first + 1)
+    luaL_argerror(L, arg, lua_pushfstring(L, "%d values from element %d overrun the %d elements "
+                                             "of the buffer",
+                                          (int)n, (int)first, (int)b->count));
+}
+
+/* buf:write(s [, first]) for a string s: its bytes, a whole number of elements, copied as
+ * they are (no table in between). */
+static int write_string(lua_State *L, mwl_buffer *b) {
+  const struct etype *et = &etypes[b->etype];
+  size_t len, first;
+  const char *s = lua_tolstring(L, 2, &len);
+  if (len % et->size)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "a string of %d bytes is not a whole number of "
+                                                  "%s elements", (int)len, et->name));
+  first = lua_isnoneornil(L, 3) ? 1 : check_index(L, 3, "first element", 1, (lua_Number)b->count);
+  check_span(L, b, 2, first, len / et->size);
+  int rc = len ? mw_buffer_write(b->b, (first - 1) * et->size, s, len) : 0;
+  if (rc < 0) return mwl_fail_rt(L, b->r, rc);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* buf:write(t [, first]): t[1..#t] into elements first..first+#t-1 (1-based); a string is
+ * taken as raw bytes. Returns buf. */
 static int b_write(lua_State *L) {
   mwl_buffer *b = mwl_check_buffer(L, 1);
   const struct etype *et = &etypes[b->etype];
   size_t n, first, i;
   unsigned char *tmp;
   int rc;
-  luaL_checktype(L, 2, LUA_TTABLE);
+  if (lua_type(L, 2) == LUA_TSTRING) return write_string(L, b);
+  if (lua_type(L, 2) != LUA_TTABLE)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "table or string expected, got %s",
+                                               mwl_typename(L, 2)));
   n = lua_objlen(L, 2);
   first = lua_isnoneornil(L, 3) ? 1 : check_index(L, 3, "first element", 1, (lua_Number)b->count);
   if (n > b->count - first + 1)
@@ -212,6 +243,43 @@ static int b_read(lua_State *L) {
   return 1;
 }
 
+/* buf:read_string([first [, count]]): the elements' bytes as a Lua string (no table). */
+static int b_read_string(lua_State *L) {
+  mwl_buffer *b = mwl_check_buffer(L, 1);
+  const struct etype *et = &etypes[b->etype];
+  size_t first = lua_isnoneornil(L, 2) ? 1 : check_index(L, 2, "first element", 1, (lua_Number)b->count);
+  size_t n = lua_isnoneornil(L, 3) ? b->count - first + 1
+                                   : check_index(L, 3, "count", 0, (lua_Number)(b->count - first + 1));
+  unsigned char *tmp = (unsigned char *)lua_newuserdata(L, n * et->size + 1);
+  if (n > 0) {
+    int rc = mw_buffer_read(b->b, (first - 1) * et->size, tmp, n * et->size);
+    if (rc < 0) return mwl_fail_rt(L, b->r, rc);
+  }
+  lua_pushlstring(L, (const char *)tmp, n * et->size);
+  return 1;
+}
+
+/* buf:_copy(address, count, first, to_device): count elements between host memory at address
+ * and elements first.. of the buffer. The address comes from moonwarp/init.lua, which takes it
+ * from an FFI pointer or array it has checked; scripts call write_from and read_into. */
+static int b_copy(lua_State *L) {
+  mwl_buffer *b = mwl_check_buffer(L, 1);
+  const struct etype *et = &etypes[b->etype];
+  lua_Number addr = luaL_checknumber(L, 2);
+  size_t n = check_index(L, 3, "count", 0, (lua_Number)b->count);
+  size_t first = lua_isnoneornil(L, 4) ? 1 : check_index(L, 4, "first element", 1, (lua_Number)b->count);
+  int to_device = lua_toboolean(L, 5), rc = 0;
+  void *host = (void *)(uintptr_t)addr;
+  check_span(L, b, 3, first, n);
+  if (n > 0 && host == NULL) return luaL_argerror(L, 2, "NULL pointer");
+  if (n > 0)
+    rc = to_device ? mw_buffer_write(b->b, (first - 1) * et->size, host, n * et->size)
+                   : mw_buffer_read(b->b, (first - 1) * et->size, host, n * et->size);
+  if (rc < 0) return mwl_fail_rt(L, b->r, rc);
+  lua_settop(L, 1);
+  return 1;
+}
+
 /* Shared by buf:close() and __gc: frees the device memory once, if the runtime still owns it
  * (mw_runtime_close already freed it otherwise). */
 static void buffer_close(mwl_buffer *b) {
@@ -258,11 +326,13 @@ static int b_tostring(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"write", b_write},
     {"read", b_read},
+    {"read_string", b_read_string},
+    {"_copy", b_copy},
     {"close", b_close},
     {NULL, NULL},
 };
 
-/* __index: type, count, size (bytes) and address are fields; the rest are methods. */
+/* __index: type, count, size (bytes), address and backend are fields; the rest are methods. */
 static int b_index(lua_State *L) {
   mwl_buffer *b = (mwl_buffer *)luaL_checkudata(L, 1, MWL_BUFFER_MT);
   const char *key = lua_tostring(L, 2);
@@ -277,6 +347,11 @@ static int b_index(lua_State *L) {
     }
     if (strcmp(key, "size") == 0) {
       lua_pushnumber(L, (lua_Number)(b->count * etypes[b->etype].size));
+      return 1;
+    }
+    if (strcmp(key, "backend") == 0) { /* its runtime's backend: "sim" memory is the host's */
+      check_open(L, b);
+      lua_pushstring(L, b->r->backend);
       return 1;
     }
     if (strcmp(key, "address") == 0) {

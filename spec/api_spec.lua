@@ -42,6 +42,10 @@ task void fill(float *x, float v, int n) {
   int i = index * 32 + lane;
   if (i < n) x[i] = v;
 }
+task void scale(float *x, float s, int n) {
+  int i = index * 32 + lane;
+  if (i < n) x[i] *= s;
+}
 task int takes_all(bool b, uint8_t u8, int16_t i16, float f, double d, int64_t i64, float *p) {
   (void)p;
   return (b ? 1 : 0) + u8 + i16 + (int)f + (int)d + (int)i64;
@@ -271,6 +275,74 @@ support.each_backend(function(backend)
       local i, v = mw.any(prog.fib(12), done)
       assert.truthy(i == 1 or i == 2)
       if i == 2 then assert.equals(42, v) else assert.equals(144, v) end
+    end)
+  end)
+
+  describe("buffers and FFI memory", function()
+    local ffi = require "ffi"
+
+    it("writes from and reads into FFI arrays and pointers, a task between", function()
+      local n = 100000
+      local src, dst = ffi.new("float[?]", n), ffi.new("float[?]", n)
+      for i = 0, n - 1 do src[i] = i * 0.25 end
+      local x = rt:buffer("float", n)
+      x:write_from(src, n)
+      local blocks = math.ceil(n / 32)
+      assert.is_nil(prog.scale:bulk(blocks, x, 2, n):await())
+      x:read_into(dst, n)
+      for i = 0, n - 1, 997 do assert.equals(i * 0.5, dst[i], "element " .. i) end
+      -- a pointer with a count, into the middle of the buffer
+      local p = ffi.cast("float *", src) + 10
+      x:write_from(p, 5, 101)
+      assert.same({ 2.5, 2.75, 3, 3.25, 3.5 }, x:read(101, 5))
+      x:close()
+    end)
+
+    it("writes and reads raw bytes as strings", function()
+      local x = rt:buffer("int32", 4)
+      local bytes = ffi.string(ffi.new("int32_t[4]", { 1, -2, 3, 70000 }), 16)
+      x:write(bytes)
+      assert.same({ 1, -2, 3, 70000 }, x:read())
+      assert.equals(bytes, x:read_string())
+      assert.equals(bytes:sub(5, 12), x:read_string(2, 2))
+      x:write(bytes:sub(1, 4), 4)
+      assert.same({ 1, -2, 3, 1 }, x:read())
+      x:close()
+    end)
+
+    it("refuses what does not fit or is no FFI memory, naming the argument", function()
+      local x = rt:buffer("double", 8)
+      local rows = {
+        { function() return x:write("abc") end, "a string of 3 bytes is not a whole number of double elements" },
+        { function() return x:write(("\0"):rep(72)) end, "9 values from element 1 overrun the 8 elements" },
+        { function() return x:write(42) end, "table or string expected, got number" },
+        { function() return x:write_from({}, 1) end, "bad argument #1 to 'write_from' (FFI pointer or array expected, got table)" },
+        { function() return x:write_from(ffi.new("int"), 1) end, "FFI pointer or array expected" },
+        { function() return x:write_from(ffi.new("double[2]"), 3) end, "3 elements of double need 24 bytes, the array has 16" },
+        { function() return x:read_into(ffi.new("double[8]"), 4, 6) end, "bad argument #3 to 'read_into' (4 values from element 6 overrun" },
+        { function() return x:read_into(ffi.new("double[8]"), -1) end, "bad argument #2 to 'read_into'" },
+      }
+      for _, row in ipairs(rows) do
+        local err = support.error_of(row[1])
+        assert.truthy(err and err:find(row[2], 1, true), tostring(err))
+      end
+      x:close()
+    end)
+
+    it("gives a typed pointer to the elements where the host can reach them", function()
+      local x = rt:buffer("int16", 3)
+      x:write { 7, -8, 9 }
+      local p, err, code = x:ptr()
+      if backend == "sim" then
+        assert.equals(-8, p[1])
+        p[2] = 99
+        assert.same({ 7, -8, 99 }, x:read())
+      else
+        assert.is_nil(p)
+        assert.equals("EINVAL", code)
+        assert.truthy(err:find("sim backend only", 1, true), err)
+      end
+      x:close()
     end)
   end)
 

@@ -37,8 +37,9 @@
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
 --            task.name, task.signature, task.params ({name=, type=} each), task.result
 --   future   f:await([timeout_s]), f:done(), f:state(), f:cancel(), f:close()
---   buffer   buf:write(t [, first]), buf:read([first [, count]]), buf:close(),
---            #buf, buf.type, buf.count, buf.size, buf.address
+--   buffer   buf:write(t or s [, first]), buf:read([first [, count]]), buf:read_string(...),
+--            buf:write_from(ptr, n [, first]), buf:read_into(ptr, n [, first]), buf:ptr(),
+--            buf:close(), #buf, buf.type, buf.count, buf.size, buf.address, buf.backend
 -- Every object has __tostring, and __gc behind its explicit close; closing a runtime closes
 -- its programs, futures and buffers, and any later use of them raises "runtime is closed".
 local core = require "moonwarp.core"
@@ -94,6 +95,68 @@ async.install(debug.getregistry()["moonwarp.future"], core.now)
 M.async = async.async
 M.run = async.run
 M.poll = async.poll
+
+--- Buffers and FFI memory, without Lua tables in between (LuaJIT's FFI):
+--   buf:write_from(src, count [, first])  count elements' bytes from src, an FFI pointer or
+--                                         array, into elements first.. (1-based)
+--   buf:read_into(dst, count [, first])   the other way
+--   buf:ptr()                             the elements as a typed FFI pointer where the host can
+--                                         reach them (sim); nil, message, "EINVAL" on cuda
+-- buf:write(s) and buf:read_string() take and give the raw bytes as a Lua string.
+do
+  local ok, ffi = pcall(require, "ffi")
+  local methods = select(2, debug.getupvalue(debug.getregistry()["moonwarp.buffer"].__index, 1))
+  local ctypes = {
+    int8 = "int8_t", uint8 = "uint8_t", int16 = "int16_t", uint16 = "uint16_t", int32 = "int32_t",
+    uint32 = "uint32_t", int64 = "int64_t", uint64 = "uint64_t", float = "float", double = "double",
+  }
+  local function address(fname, p, count, first, buf)
+    if type(p) ~= "cdata" then
+      error(("bad argument #1 to '%s' (FFI pointer or array expected, got %s)"):format(fname, type(p)), 3)
+    end
+    local ct = tostring(ffi.typeof(p)) -- "ctype<float *>", "ctype<float [100]>"
+    local okp, vp = pcall(ffi.cast, "const void *", p)
+    if not okp or not (ct:find("*", 1, true) or ct:find("[", 1, true)) then
+      error(("bad argument #1 to '%s' (FFI pointer or array expected, got %s)"):format(fname,
+        tostring(ffi.typeof(p))), 3)
+    end
+    if vp == nil and count ~= 0 then
+      error(("bad argument #1 to '%s' (a NULL pointer)"):format(fname), 3)
+    end
+    if type(count) ~= "number" or count < 0 or count % 1 ~= 0 then
+      error(("bad argument #2 to '%s' (a count of elements expected, got %s)"):format(fname,
+        tostring(count)), 3)
+    end
+    first = first or 1
+    if type(first) ~= "number" or first < 1 or first % 1 ~= 0 or first + count - 1 > buf.count then
+      error(("bad argument #3 to '%s' (%s values from element %s overrun the %d elements of the "
+        .. "buffer)"):format(fname, tostring(count), tostring(first), buf.count), 3)
+    end
+    -- an array knows its size: the elements must fit in it
+    if ct:find("[", 1, true) then
+      local need = count * ffi.sizeof(ctypes[buf.type])
+      if need > ffi.sizeof(p) then
+        error(("bad argument #2 to '%s' (%d elements of %s need %d bytes, the array has %d)")
+          :format(fname, count, buf.type, need, ffi.sizeof(p)), 3)
+      end
+    end
+    return tonumber(ffi.cast("uintptr_t", vp))
+  end
+  if ok and methods then
+    methods.write_from = function(buf, src, count, first)
+      return buf:_copy(address("write_from", src, count, first, buf), count, first, true)
+    end
+    methods.read_into = function(buf, dst, count, first)
+      return buf:_copy(address("read_into", dst, count, first, buf), count, first, false)
+    end
+    methods.ptr = function(buf)
+      if buf.backend ~= "sim" then
+        return nil, "buf:ptr() needs memory the host can reach: the sim backend only", "EINVAL"
+      end
+      return ffi.cast(ctypes[buf.type] .. " *", buf.address)
+    end
+  end
+end
 
 --- The element types rt:buffer accepts, and their aliases.
 M.buffer_types = {
