@@ -281,6 +281,23 @@ int main() {
     CK(cudaFree(di));
     CK(cudaFree(dout));
   }
+  // buffers: 256 MB written to and read back from the device, from ordinary (pageable) host
+  // memory as a script's FFI array is, with cudaMemcpy: the PCIe copy the bindings compete with
+  {
+    const size_t bytes = 256u << 20;
+    std::vector<float> host(bytes / sizeof(float), 1.0f);
+    float *dev;
+    CK(cudaMalloc(&dev, bytes));
+    std::vector<double> v;
+    for (int r = 0; r < 6; ++r) {
+      double t0 = now();
+      CK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(host.data(), dev, bytes, cudaMemcpyDeviceToHost));
+      if (r) v.push_back(2.0 * bytes / (now() - t0) / 1e9);
+    }
+    printf("buffers/write+read 256 MB, FFI array,%.3f\n", median(v));
+    CK(cudaFree(dev));
+  }
   CK(cudaStreamDestroy(s));
   return 0;
 }

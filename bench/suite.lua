@@ -138,6 +138,24 @@ do
   ib:close()
 end
 
+-- buffers: 256 MB (64 MB on sim) written from and read back into an FFI array, no Lua tables
+do
+  local ffi = require "ffi"
+  local n = (small and 16 or 64) * 1048576
+  local host = ffi.new("float[?]", n)
+  for i = 0, n - 1, 4096 do host[i] = i end
+  local b = rt:buffer("float", n)
+  b:write_from(host, n) -- warm
+  local t = median(timeit(small and 3 or 5, function()
+    b:write_from(host, n)
+    b:read_into(host, n)
+  end))
+  assert(host[4096] == 4096, "buffer round trip")
+  row("buffers", ("write+read %d MB, FFI array"):format(n * 4 / 1048576), "GB/s",
+    2 * n * 4 / t / 1e9, "higher")
+  b:close()
+end
+
 local workers = rt:stats().workers
 rt:close()
 
@@ -197,6 +215,8 @@ local targets = {
     function(m) return m, m >= 250 end },
   { "bulk vs the standalone kernel", ">= 0.90x", find(mine, "bulk/saxpy"),
     find(baseline, "bulk/saxpy"), function(m, b) return m / b, m / b >= 0.9 end },
+  { "buffer write+read vs cudaMemcpy", ">= 0.50x", find(mine, "buffers/write+read"),
+    find(baseline, "buffers/write+read"), function(m, b) return m / b, m / b >= 0.5 end },
 }
 for _, batch in ipairs { 1, 2, 4, 8 } do
   local key = ("pipeline/3 stages, batch %d"):format(batch)
