@@ -35,6 +35,9 @@
 
 #define MWL_CLOSED_MSG "runtime is closed"
 
+/* While Ctrl-C is caught (interrupt.c), waits check for it at least this often. */
+#define MWL_WAIT_SLICE_S 0.1
+
 /* Host spawns wait this long for inbox or host-future capacity before they fail. */
 #define MWL_SPAWN_TIMEOUT_S 10.0
 
@@ -80,6 +83,7 @@ typedef struct mwl_future {
 
 /* module.c */
 int mwl_fail(lua_State *L, int err, const char *msg); /* pushes nil, msg, code; returns 3 */
+double mwl_now(void);                /* monotonic seconds */
 int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
 int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */
 int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err);
@@ -119,5 +123,12 @@ mwl_future *mwl_check_future(lua_State *L, int idx);
 mwl_future *mwl_test_future(lua_State *L, int idx);
 int mwl_future_join(lua_State *L);
 int mwl_future_any(lua_State *L);
+
+/* interrupt.c: Ctrl-C while the REPL catches it */
+int mwl_interrupts(lua_State *L);   /* core._interrupts(mode) */
+int mwl_interrupted(lua_State *L);  /* core._interrupted() */
+int mwl_interruptible(void);        /* whether SIGINT is caught now */
+double mwl_wait_slice(double left); /* how long the next slice of a wait of `left` s (< 0: forever) may be */
+void mwl_interrupt_check(lua_State *L); /* raises "interrupted" when a SIGINT came */
 
 #endif /* MWL_BINDING_H */

@@ -7,9 +7,25 @@
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 #include "binding.h"
+
+
+/* mw_future_await, in slices while Ctrl-C is caught (interrupt.c), raising "interrupted"
+ * between two of them; in one call otherwise. timeout < 0 waits for ever. */
+static int await_core(lua_State *L, mwl_future *fu, double timeout, mw_result *res) {
+  double deadline;
+  if (!mwl_interruptible()) return mw_future_await(fu->r->rt, fu->f, timeout, res);
+  deadline = timeout < 0 ? 0 : mwl_now() + timeout;
+  for (;;) {
+    double left = timeout < 0 ? -1 : deadline - mwl_now();
+    int rc;
+    if (timeout >= 0 && left < 0) left = 0;
+    rc = mw_future_await(fu->r->rt, fu->f, mwl_wait_slice(left), res);
+    if (rc != MW_ETIMEDOUT || (timeout >= 0 && mwl_now() >= deadline)) return rc;
+    mwl_interrupt_check(L);
+  }
+}
 
 /* Makes an empty future of runtime r (no core future yet: f == 0), anchor at anchor_idx as
  * its environment, and leaves it on the stack. The caller fills f once the spawn succeeded,
@@ -133,7 +149,7 @@ static int f_await(lua_State *L) {
   }
   if (!fu->have) {
     memset(&res, 0, sizeof res);
-    rc = mw_future_await(fu->r->rt, fu->f, timeout, &res);
+    rc = await_core(L, fu, timeout, &res);
     if (rc == MW_ETIMEDOUT) return mwl_fail(L, rc, NULL); /* "timed out", not a stale detail */
     if (!settle(fu, rc, &res)) return mwl_fail_rt(L, fu->r, rc == 0 ? MW_EAGAIN : rc);
   }
@@ -218,11 +234,6 @@ static int f_tostring(lua_State *L) {
 
 /* ---- join and any ---- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A trailing number among join's or any's arguments is a timeout in seconds: it is removed
  * from the stack and returned; -1 (wait forever) when there is none. */
@@ -241,7 +252,7 @@ static double take_timeout(lua_State *L, const char *fname) {
  * first: nil, "timed out", "ETIMEDOUT" (the futures stay usable). */
 int mwl_future_join(lua_State *L) {
   double timeout = take_timeout(L, "join");
-  double deadline = timeout < 0 ? 0 : now_s() + timeout;
+  double deadline = timeout < 0 ? 0 : mwl_now() + timeout;
   int n = lua_gettop(L), i, err = 0, err_i = 0;
   for (i = 1; i <= n; i++) mwl_check_future(L, i);
   for (i = 1; i <= n; i++) {
@@ -251,10 +262,10 @@ int mwl_future_join(lua_State *L) {
     if (fu->have) continue;
     memset(&res, 0, sizeof res);
     if (timeout < 0) {
-      rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
+      rc = await_core(L, fu, -1, &res);
     } else {
-      double left = deadline - now_s();
-      rc = mw_future_await(fu->r->rt, fu->f, left > 0 ? left : 0, &res);
+      double left = deadline - mwl_now();
+      rc = await_core(L, fu, left > 0 ? left : 0, &res);
       if (rc == MW_ETIMEDOUT) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
     }
     if (!settle(fu, rc, &res) && err == 0) {
@@ -290,7 +301,7 @@ static void cpu_relax(void) {
  * grows long; it never sleeps. */
 int mwl_future_any(lua_State *L) {
   double timeout = take_timeout(L, "any");
-  double deadline = timeout < 0 ? 0 : now_s() + timeout;
+  double deadline = timeout < 0 ? 0 : mwl_now() + timeout;
   int n = lua_gettop(L), i;
   unsigned spin = 1, rounds = 0;
   if (n == 0) return luaL_argerror(L, 1, "future expected, got no value");
@@ -316,7 +327,8 @@ int mwl_future_any(lua_State *L) {
                           msg != NULL && msg[0] != '\0' ? msg : mw_strerror(rc));
       }
     }
-    if (timeout >= 0 && now_s() >= deadline) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
+    if (timeout >= 0 && mwl_now() >= deadline) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
+    mwl_interrupt_check(L);
     for (i = 0; i < (int)spin; i++) cpu_relax();
     if (spin < 1024) spin *= 2;
     if (++rounds > 1000) sched_yield();

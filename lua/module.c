@@ -121,11 +121,39 @@ void mwl_push_int64(lua_State *L, uint64_t bits, int is_signed) {
   lua_pushnumber(L, is_signed ? (lua_Number)sv : (lua_Number)bits);
 }
 
-/* mw.now(): monotonic seconds, for timing scripts and benchmarks. */
-static int l_now(lua_State *L) {
+/* Monotonic seconds. */
+double mwl_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* mw.now(): monotonic seconds, for timing scripts and benchmarks. */
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)mwl_now());
+  return 1;
+}
+
+/* core._methods(v): the method names of a moonwarp object (its type's method table, which
+ * its protected metatable hides from Lua), sorted by the caller; {} for anything else. For the
+ * REPL's completion. */
+static int l_methods(lua_State *L) {
+  int n = 0;
+  lua_newtable(L);
+  if (lua_type(L, 1) != LUA_TUSERDATA || !lua_getmetatable(L, 1)) return 1;
+  lua_getfield(L, -1, "__index");
+  if (lua_iscfunction(L, -1) && lua_getupvalue(L, -1, 1) == NULL) lua_pushnil(L);
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) == LUA_TSTRING && lua_tostring(L, -1)[0] != '_') {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, 2, ++n);
+      }
+    }
+  }
+  lua_settop(L, 2);
   return 1;
 }
 
@@ -137,6 +165,9 @@ static const luaL_Reg functions[] = {
     {"generate", mwl_generate},
     {"compile_cubin", mwl_compile_cubin},
     {"_int64_helpers", l_int64_helpers},
+    {"_interrupts", mwl_interrupts},
+    {"_interrupted", mwl_interrupted},
+    {"_methods", l_methods},
     {NULL, NULL},
 };
 

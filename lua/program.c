@@ -150,6 +150,7 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
   mwl_runtime *r = t->r;
   mwl_future *fu;
   int nargs = lua_gettop(L) - first + 1, i, rc, anchor;
+  double end;
   task_info(L, t, &info);
   if (info.nparams > MAX_ARGS) return luaL_error(L, "task '%s' has too many parameters", info.name);
   if (fname == NULL) fname = info.name;
@@ -176,11 +177,17 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
       r->held_at_gc = r->held;
     }
     mwl_runtime_check_open(L, r);
-    if (n == 0)
-      rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, r->spawn_timeout, &fu->f);
-    else
-      rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, r->spawn_timeout,
-                         &fu->f);
+    end = mwl_now() + r->spawn_timeout;
+    for (;;) { /* in slices while Ctrl-C is caught (interrupt.c), in one wait otherwise */
+      double left = end - mwl_now();
+      left = mwl_wait_slice(left > 0 ? left : 0);
+      if (n == 0)
+        rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, left, &fu->f);
+      else
+        rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, left, &fu->f);
+      if (rc != MW_ETIMEDOUT || !mwl_interruptible() || mwl_now() >= end) break;
+      mwl_interrupt_check(L);
+    }
   }
   if (rc < 0) {
     fu->f = 0;

@@ -62,6 +62,7 @@ mw_have() {
     libluajit-5.1-dev) pkg-config --exists luajit 2>/dev/null ;;
     lua-busted) mw_busted_script >/dev/null ;;
     lua-dkjson) luajit -e 'require "dkjson"' >/dev/null 2>&1 ;;
+    lua-readline) luajit -e 'require "readline"' >/dev/null 2>&1 ;;
     luarocks) command -v luarocks >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
     libsodium-dev) pkg-config --exists libsodium 2>/dev/null ;;
@@ -73,15 +74,16 @@ mw_have() {
 }
 
 # Installs the missing packages with apt-get when running as root; otherwise names them and
-# fails. luarocks is needed only by spec/rocks_spec.lua and clang only by the parser's fuzz target
-# (scripts/fuzz.sh), so their absence alone is not fatal.
+# fails. luarocks is needed only by spec/rocks_spec.lua, clang only by the parser's fuzz target
+# (scripts/fuzz.sh) and lua-readline only by the REPL's line editing (and its spec), so their
+# absence alone is not fatal.
 mw_ensure_packages() {
-  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson luarocks clang libsodium-dev libboost-context-dev"
+  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson lua-readline luarocks clang libsodium-dev libboost-context-dev"
   local missing="" required="" p
   for p in $pkgs; do
     if ! mw_have "$p"; then
       missing="$missing $p"
-      [ "$p" = luarocks ] || [ "$p" = clang ] || required="$required $p"
+      case "$p" in luarocks|clang|lua-readline) ;; *) required="$required $p" ;; esac
     fi
   done
   [ -z "$missing" ] && return 0
@@ -98,7 +100,7 @@ mw_ensure_packages() {
     mw_log "install them (as root): apt-get install$required"
     return 1
   fi
-  mw_log "note: missing$missing; spec/rocks_spec.lua (luarocks) or the fuzz target (clang) will be skipped"
+  mw_log "note: missing$missing; spec/rocks_spec.lua (luarocks), the fuzz target (clang) or the REPL's line editing (lua-readline) will be skipped"
   return 0
 }
 
