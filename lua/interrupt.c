@@ -75,7 +75,8 @@ void mwl_interrupt_check(lua_State *L) {
 }
 
 /* core._interrupts(mode): sets the mode ("off", "idle", "eval"); returns the one before.
- * Switching mode drops a pending interrupt's hook but keeps the flag for _interrupted(). */
+ * Switching mode keeps a pending interrupt's flag for _interrupted(); entering "eval" with one
+ * pending raises it at once. */
 int mwl_interrupts(lua_State *L) {
   static const char *const names[] = {"off", "idle", "eval", NULL};
   int m = luaL_checkoption(L, 1, NULL, names);
@@ -96,6 +97,9 @@ int mwl_interrupts(lua_State *L) {
   }
   mode = m;
   unhook();
+  /* a Ctrl-C that came after the line was entered and before it runs interrupts it */
+  if (m == MODE_EVAL && pending && main_L != NULL)
+    lua_sethook(main_L, hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   if (m == MODE_OFF && was != MODE_OFF) {
     sigaction(SIGINT, &previous, NULL);
     main_L = NULL;

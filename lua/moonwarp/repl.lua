@@ -226,11 +226,15 @@ function M.session(opts)
   -- in it is then no tail call, and an error keeps the line's position)
   local function run(chunk, expr)
     setfenv(chunk, env)
+    local body = chunk
     if opts.interrupts then
       jit.off(chunk, true)
-      core._interrupts("eval")
+      body = function(...)
+        core._interrupts("eval") -- inside xpcall: an interrupt raised at once lands there too
+        return chunk(...)
+      end
     end
-    local res = pack(xpcall(chunk, traceback_to(chunk), pack))
+    local res = pack(xpcall(body, traceback_to(chunk), pack))
     if opts.interrupts then core._interrupts("idle") end
     if not res[1] then
       output(tostring(res[2]) .. "\n")
@@ -287,6 +291,7 @@ function M.session(opts)
       buffer = nil
     else
       local sok, more = pcall(step, line)
+      if opts.interrupts then core._interrupts("idle") end -- whatever happened in the line
       if not sok then
         buffer = nil
         output(error_text(more) .. "\n")
