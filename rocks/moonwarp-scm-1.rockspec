@@ -1,6 +1,9 @@
 -- moonwarp: device coroutines for LuaJIT on a persistent GPU executor (or its CPU sim).
 -- From the repository root:
 --   luarocks --lua-version=5.1 make rocks/moonwarp-scm-1.rockspec [--tree DIR]
+-- Installs the module (moonwarp, moonwarp.core with the device process and libmoonwarp.so
+-- beside it in lib/lua/5.1/moonwarp/), the `moonwarp` command, and moonwarp.h in the rock's
+-- include/ (luarocks show --rock-dir moonwarp) for C hosts. No tests, no examples are built.
 -- The module is built for LuaJIT (the Lua 5.1 API), so ask luarocks for 5.1: Debian's luarocks
 -- defaults to the newest Lua installed and refuses to build without that version's headers.
 -- (Where luarocks does use a newer Lua, the build still compiles against LuaJIT's headers,
@@ -15,6 +18,7 @@ source = {
 
 description = {
   summary = "Device coroutines for LuaJIT: spawn/await tasks on a persistent GPU kernel",
+  license = "MIT",
   detailed = [[
 A Lua script declares tasks in CUDA C; moonwarp compiles them at run time (NVRTC, or the host
 C++ compiler for the CPU sim backend) and runs them on a persistent kernel that lets tasks
@@ -32,6 +36,8 @@ build = {
     CMAKE_BUILD_TYPE = "Release",
     CMAKE_INSTALL_PREFIX = "$(PREFIX)",
     MW_BUILD_EXAMPLES = "OFF",
+    MW_BUILD_TESTS = "OFF",
+    MW_ROCK = "ON",
     LUA_INCDIR = "$(LUA_INCDIR)",
     LIBDIR = "$(LIBDIR)",
     LUADIR = "$(LUADIR)",

@@ -9,11 +9,17 @@ local support = require "spec.support"
 local ROCKSPEC = "rocks/moonwarp-scm-1.rockspec"
 
 describe("luarocks make " .. ROCKSPEC, function()
+
   local have_luarocks = support.run("command -v luarocks >/dev/null") == 0
   if not have_luarocks then
     pending("luarocks is not installed: the rockspec is not checked")
     return
   end
+
+  it("passes luarocks lint", function()
+    local status, out = support.run("luarocks --lua-version=5.1 lint " .. ROCKSPEC)
+    assert.equals(0, status, out)
+  end)
 
   local tree
   local had_build_dir = support.run("test -e build.luarocks") == 0
@@ -42,6 +48,31 @@ describe("luarocks make " .. ROCKSPEC, function()
       .. [[ luajit -e 'local mw = require "moonwarp"; print("version " .. mw.version)']])
     assert.equals(0, status, out)
     assert.equals("version " .. version .. "\n", out)
+
+    -- the C library and the device process beside core.so, nothing else among the modules,
+    -- and no tests or examples built
+    local libdir = tree .. "/lib/lua/5.1"
+    for _, f in ipairs { "moonwarp/core.so", "moonwarp/libmoonwarp.so", "moonwarp/moonwarp-device" } do
+      assert.equals(0, (support.run("test -f " .. support.shell_quote(libdir .. "/" .. f))), f)
+    end
+    status, out = support.run("cd " .. support.shell_quote(libdir) .. " && find . -type f | sort")
+    assert.equals("./moonwarp/core.so\n./moonwarp/libmoonwarp.so\n./moonwarp/moonwarp-device\n", out)
+    for _, f in ipairs { "api_bad_input_test", "test_jit", "sim_shim_test", "hello_host" } do
+      assert.is_not.equals(0, (support.run("test -e build.luarocks/" .. f)), f .. " was built")
+    end
+
+    -- a C host built against the header in the rock's include/ and the installed library
+    status, out = support.run("luarocks --lua-version=5.1 --tree " .. support.shell_quote(tree)
+      .. " show --rock-dir moonwarp")
+    assert.equals(0, status, out)
+    local rockdir = out:gsub("%s+$", "")
+    local exe = tree .. "/hello_host"
+    status, out = support.run("cc examples/hello_host.c -I" .. support.shell_quote(rockdir .. "/include")
+      .. " -L" .. support.shell_quote(libdir .. "/moonwarp") .. " -lmoonwarp -Wl,-rpath,"
+      .. support.shell_quote(libdir .. "/moonwarp") .. " -o " .. support.shell_quote(exe)
+      .. " && cd / && MOONWARP_BACKEND=sim " .. support.shell_quote(exe) .. " 12")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("fib(12) = 144 on sim", 1, true), out)
 
     -- the REPL command, wrapped by LuaRocks with the tree's paths
     status, out = support.run("cd / && printf '1 + 2\\n:quit\\n' | MOONWARP_BACKEND=sim "
