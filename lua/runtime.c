@@ -1,6 +1,8 @@
 /* runtime.c - the moonwarp.runtime type: options, lifetime, compile, buffers and stats. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,10 +203,36 @@ static int l_close(lua_State *L) {
   return 1;
 }
 
+/* The collector (or the end of the script) closes a runtime nothing refers to any more. Tasks
+ * still in flight then are given a second to finish; past it, closing waits for them up to the
+ * default deadline, which is said on stderr first rather than waiting without a word. */
+#define MWL_GC_GRACE_S 1.0
+#define MWL_GC_DEADLINE_S 10.0
+static void gc_close(mwl_runtime *r) {
+  mw_stats st;
+  double end = mwl_now() + MWL_GC_GRACE_S;
+  if (r == NULL || r->rt == NULL) return;
+  for (;;) {
+    memset(&st, 0, sizeof st);
+    mw_runtime_poll(r->rt);
+    if (mw_runtime_faulted(r->rt) || mw_runtime_stats(r->rt, &st) != 0 || st.in_flight == 0)
+      break;
+    if (mwl_now() >= end) {
+      fprintf(stderr,
+              "moonwarp: closing a %s runtime that nothing refers to, with %llu task(s) still in "
+              "flight: waiting up to %g s for them (rt:close{deadline = s} closes it sooner)\n",
+              r->backend, (unsigned long long)st.in_flight, MWL_GC_DEADLINE_S);
+      break;
+    }
+    sched_yield();
+  }
+  runtime_close(r, MWL_GC_DEADLINE_S);
+}
+
 static int l_gc(lua_State *L) {
   mwl_runtime **box = to_box(L, 1);
   if (*box != NULL) {
-    runtime_close(*box, 0);
+    gc_close(*box);
     mwl_runtime_unref(*box);
     *box = NULL;
   }

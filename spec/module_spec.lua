@@ -101,3 +101,43 @@ describe("mw.runtime without a GPU", function()
     rt:close()
   end)
 end)
+
+describe("a runtime closed by the collector #sim", function()
+
+  local function script(body)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write('local mw = require "moonwarp"\n', 'local rt = assert(mw.runtime { backend = "sim" })\n',
+      body)
+    f:close()
+    local t0 = require("moonwarp").now()
+    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " luajit " .. support.shell_quote(path))
+    os.remove(path)
+    return status, out, require("moonwarp").now() - t0
+  end
+
+  it("closes at script exit at once, and silently, when its tasks are done", function()
+    local status, out, took = script [[
+local p = rt:compile("task int quick(int n) { return n; }")
+p.quick(1) -- never awaited
+print("end")
+]]
+    assert.equals(0, status, out)
+    assert.equals("end\n", out)
+    assert.is_true(took < 5, "took " .. took .. " s")
+  end)
+
+  it("says on stderr that it waits when a task never returns, and waits only the deadline", function()
+    local status, out, took = script [[
+local p = rt:compile("task int forever(int n) { volatile long x = 0; for (;;) x += n; return 0; }")
+p.forever(1)
+print("end")
+]]
+    assert.equals(0, status, out)
+    assert.truthy(out:find("end\n", 1, true), out)
+    assert.truthy(out:find("moonwarp: closing a sim runtime that nothing refers to, with 1 task(s) "
+      .. "still in flight: waiting up to 10 s", 1, true), out)
+    assert.is_true(took < 20, "took " .. took .. " s")
+  end)
+end)
