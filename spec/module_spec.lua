@@ -103,7 +103,6 @@ describe("mw.runtime without a GPU", function()
 end)
 
 describe("a runtime closed by the collector #sim", function()
-
   local function script(body)
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
