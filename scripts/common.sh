@@ -123,6 +123,7 @@ mw_build() {
 # LUA_PATH/LUA_CPATH: the module from the build tree first, then whatever was set, then
 # LuaJIT's defaults (";;").
 mw_lua_env() {
+  export MW_BUILD_DIR # the build the specs' child processes (bin/moonwarp) take too
   export LUA_PATH="$MW_BUILD_DIR/lua/?.lua;$MW_BUILD_DIR/lua/?/init.lua;${LUA_PATH:-};"
   export LUA_CPATH="$MW_BUILD_DIR/lua/?.so;${LUA_CPATH:-};"
 }

@@ -143,6 +143,29 @@ function Pty:expect(plain, timeout)
   end
 end
 
+--- Waits until the text ends with tail and nothing more comes for quiet seconds (default
+-- 0.3): the program waits for input there (a prompt), not some earlier output that looks alike.
+function Pty:settle(tail, quiet, timeout)
+  local deadline = now() + (timeout or 20)
+  quiet = quiet or 0.3
+  local last, since = nil, now()
+  while true do
+    if not self:pump(20) then
+      error(("the program ended while waiting for %q; it showed:\n%s"):format(tail, self:text()), 2)
+    end
+    local text = self:text()
+    if text ~= last then last, since = text, now() end
+    if text:sub(-#tail) == tail and now() - since >= quiet then
+      self.seen = #text
+      return
+    end
+    if now() > deadline then
+      error(("expected the terminal to rest at %q within %gs; it shows:\n%s"):format(tail,
+        timeout or 20, text), 2)
+    end
+  end
+end
+
 --- Types s (keys: "\r" is Enter, "\3" Ctrl-C, "\4" Ctrl-D, "\t" Tab, "\27[A" Up).
 function Pty:send(s)
   assert(C.mwpty_write(self.fd, s, #s) == #s)

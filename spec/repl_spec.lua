@@ -257,10 +257,11 @@ describe("the moonwarp command on a terminal #sim", function()
     while mw.now() - t < s do end
   end
 
-  -- (the keys are sent once the next prompt shows: a Ctrl-D typed ahead, while a line runs and
-  -- the terminal is in its cooked mode, is an end of file that readline does not see)
+  -- Control keys are sent once the session rests at its prompt: typed ahead while a line runs
+  -- (the terminal in its cooked mode then), Ctrl-D is an end of file readline does not see and
+  -- Ctrl-C interrupts that line. Ordinary text may be typed ahead.
   local function quit(p)
-    p:expect("mw> ")
+    p:settle("mw> ")
     p:send("\4") -- Ctrl-D at an empty prompt ends the session
     local code, why = p:wait(20)
     assert.equals(0, code, (why or "") .. "\n" .. p:text())
@@ -285,6 +286,7 @@ describe("the moonwarp command on a terminal #sim", function()
         p:expect("\n4\n")
         p:send("def [[task int twice(int v) { return 2 * v; }]]\r")
         p:expect("defined: int twice(int v)")
+        p:settle("mw> ")
         p:send("twi\t")
         p:expect("twice")
         p:send("(21):await()\r")
@@ -313,7 +315,7 @@ describe("the moonwarp command on a terminal #sim", function()
       p:send("def [[task int spin(int n) { volatile long x = 0; "
         .. "for (long i = 0; i < 4000000000L; i++) x += i; return n; }]]\r")
       p:expect("defined: int spin(int n)")
-      p:expect("mw> ")
+      p:settle("mw> ")
       p:send("partial = line +")
       pause(0.2)
       p:send("\3")
@@ -352,7 +354,7 @@ describe("the moonwarp command on a terminal #sim", function()
         "LUA_CPATH=" .. (os.getenv("LUA_CPATH") or ""):gsub(";;", ";"):gsub(";$", "") }
       p:send("4 * 4\r")
       p:expect("\n16\n")
-      p:expect("mw> ")
+      p:settle("mw> ")
       p:send("half a line")
       pause(0.2)
       p:send("\3")
