@@ -3,7 +3,9 @@
 
 const char *mw__get_error(void);
 
-#define MW_VERSION "0.1.0"
+#ifndef MW_VERSION
+#error "MW_VERSION comes from project(VERSION) in CMakeLists.txt"
+#endif
 
 MW_API const char *mw_strerror(int err) {
   switch (err) {
