@@ -45,3 +45,28 @@ describe("the parser's fuzz target", function()
     print(("  [fuzz_parse: 20000 runs from seed %d]"):format(seed))
   end)
 end)
+
+describe("cmake --install", function()
+  it("puts the library, the device process, the header and moonwarp.pc where a C host finds them",
+    function()
+      local prefix = os.tmpname()
+      os.remove(prefix)
+      local q = support.shell_quote
+      local status, out = support.run("cmake --install " .. q(build) .. " --prefix " .. q(prefix)
+        .. " >/dev/null && cd " .. q(prefix) .. " && find . -type f | sort")
+      assert.equals(0, status, out)
+      for _, f in ipairs { "./include/moonwarp.h", "./lib/libmoonwarp.so", "./lib/moonwarp-device",
+        "./lib/pkgconfig/moonwarp.pc", "./lib/lua/5.1/moonwarp/core.so",
+        "./share/lua/5.1/moonwarp/init.lua" } do
+        assert.truthy(out:find(f .. "\n", 1, true), f .. " missing in:\n" .. out)
+      end
+      -- the .pc file is found relative to itself, so the prefix given at install time holds
+      status, out = support.run("PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig")
+        .. " sh -c 'cc examples/hello_host.c $(pkg-config --cflags --libs moonwarp) -Wl,-rpath,"
+        .. prefix .. "/lib -o " .. prefix .. "/hello_host' && MOONWARP_BACKEND=sim "
+        .. q(prefix .. "/hello_host") .. " 11")
+      assert.equals(0, status, out)
+      assert.truthy(out:find("fib(11) = 89 on sim", 1, true), out)
+      support.run("rm -rf " .. q(prefix))
+    end)
+end)
