@@ -2,8 +2,10 @@
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
-#   steps: examples specs bench soak sanitize (default: all), and sweep (bench/core.lua and
-#   bench/hops.lua over worker counts, $SWEEP_WORKERS). bench starts with the compile figures:
+#   steps: examples specs bench soak sanitize (default: all), sweep (bench/core.lua and
+#   bench/hops.lua over worker counts, $SWEEP_WORKERS), and probes (the executor built with
+#   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
+#   benchmarks of bench/micro/ give the cost of each kind of operation in the same run). bench starts with the compile figures:
 #   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +49,14 @@ if want bench; then
     timeout 120 nvcc -cubin -arch=native -lineinfo -DMW_CUDA=1 -Xptxas -v "$gen" -o /tmp/mw-dump/k.cubin 2>&1 |
       grep -A2 "Compiling entry function 'mw_executor_kernel'" | tee -a "$out/bench.txt"
     echo "SASS instructions: $(cuobjdump -sass /tmp/mw-dump/k.cubin | grep -cE '^\s+/\*[0-9a-f]{4,}\*/')" | tee -a "$out/bench.txt"
+    # per function of the hot path: instructions, and the local-memory traffic (STL/LDL: the
+    # context, the lane stacks, saved registers)
+    cuobjdump -sass /tmp/mw-dump/k.cubin | awk '
+      /Function :/ { fn = $3 }
+      /^\s+\/\*[0-9a-f]{4,}\*\// { n[fn]++; if ($0 ~ /STL/) stl[fn]++; if ($0 ~ /LDL/) ldl[fn]++ }
+      END { for (f in n) if (f ~ /mw_(spawn_raw|await|call_child|suspend|after_await|value_of|outcome|release|finish_level|run_chain|complete_slot|executor)/)
+              printf "SASS %-40s %6d instructions %4d STL %4d LDL\n", f, n[f], stl[f], ldl[f] }' |
+      sort | tee -a "$out/bench.txt"
   fi
   step bench
   # the clocks while the executor runs (a persistent kernel keeps the GPU busy: it should boost)
@@ -64,6 +74,15 @@ if [[ $steps == *" sweep "* ]]; then
   for w in ${SWEEP_WORKERS:-4 16 132 528 1056}; do
     timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/sweep.txt"
     timeout 60 luajit bench/hops.lua cuda 2000 $w 2>&1 | tee -a "$out/sweep.txt"
+  done
+fi
+if [[ $steps == *" probes "* ]]; then
+  step "probes: the executor's steps in cycles, and the cost of each kind of operation"
+  for m in smcost pathcost; do
+    timeout 120 nvcc -O3 -arch=native bench/micro/$m.cu -o build-gpu/$m && timeout 30 build-gpu/$m 2>&1 | tee -a "$out/probes.txt"
+  done
+  for w in 1 4; do
+    MOONWARP_PROBES=1 MOONWARP_NO_CACHE=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 | tee -a "$out/probes.txt"
   done
 fi
 if want soak; then

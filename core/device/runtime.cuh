@@ -88,10 +88,11 @@ struct mw_ctx {
   mw_wstate *cta; /* the states of its CTA's warps */
   mw_worker *gw;  /* its row in device memory */
   mw_u32 wid, lane, cw, cn; /* worker, lane, warp in the CTA, warps in the CTA */
+  /* ws and cta are read through MW_WS / MW_CTAS: on the GPU those name the __shared__ array,
+   * so the compiler emits shared-memory accesses, which it knows do not alias this context */
   mw_u8 *stk;     /* this lane's stack of inline frames */
   /* the running level */
-  mw_u32 d;
-  mw_level *lv;
+  mw_u32 d;       /* the running level: MW_LV(c) */
   mw_u32 resume;  /* read by every lane before the body runs */
   mw_u32 index;   /* bulk instance index, 0 for plain tasks */
   mw_u32 bulk;    /* 1 while running a bulk instance */
@@ -118,6 +119,22 @@ struct mw_ctx {
   mw_trace_ev trace_run;
 };
 
+/* The warp's shared state, the CTA's states and the running level. On the GPU the worker CTA's
+ * states are a __shared__ array (warp w of the CTA is threads 32w..32w+31: the launch's block is
+ * MW_CTA_WARPS warps); an address derived from it is a shared-memory address to the compiler:
+ * its loads are shared loads (no generic-to-shared resolution), and its stores cannot alias the
+ * context in local memory, so the context's fields are not read again after each of them. On sim
+ * the states are host memory that the host allocates (mw_state.sim_cta). */
+#ifdef MW_SIM
+#define MW_WS(c) ((c)->ws)
+#define MW_CTAS(c) ((c)->cta)
+#else
+__shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
+#define MW_WS(c) (&mw_cta_shared[threadIdx.x >> 5])
+#define MW_CTAS(c) (mw_cta_shared)
+#endif
+#define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
+
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
 __device__ const mw_kind_info *mw_kind(mw_u32 kind);
 __device__ const char *mw_kind_name(mw_u32 kind);
@@ -127,7 +144,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 12
+#define MW_NPROBES 16
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -148,7 +165,8 @@ struct mw_probe_scope {
 #define MW_PROBE(id) (void)0
 #endif
 enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
-       MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK };
+       MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
+       MW_PR_OUTCOME, MW_PR_EMPTY };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 __device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) { return __shfl_sync(MW_FULL, v, 0); }
@@ -200,12 +218,12 @@ __device__ void mw_compose(char *dst, const char *prefix, const char *msg) {
 enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) {
   mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
-  c->ws->cnt[k][which]++;
-  c->ws->dirty |= 1ull << k;
+  MW_WS(c)->cnt[k][which]++;
+  MW_WS(c)->dirty |= 1ull << k;
 }
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for). */
 __device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_stat_row *rows = c->st->stats + (mw_u64)c->wid * MW_MAX_KINDS;
   for (mw_u64 m = ws->dirty; m; m &= m - 1) {
     int k = __ffsll((long long)m) - 1;
@@ -276,14 +294,14 @@ __device__ void mw_node_push(mw_ctx *c, mw_u32 i) {
 
 /* ---- the warp's caches in front of the stacks (no atomics while a warp recycles its own) --- */
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_u32 f = ws->nfree_frames ? ws->free_frames[--ws->nfree_frames]
                               : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
   if (f != MW_NONE) ws->frames_taken++;
   return f;
 }
 __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   ws->frames_freed++;
   if (ws->nfree_frames < c->cache_cap) {
     ws->free_frames[ws->nfree_frames++] = f;
@@ -293,7 +311,7 @@ __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
 }
 /* A free device slot and the generation its next handle gets. */
 __device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   if (ws->nfree_slots) {
     --ws->nfree_slots;
     *gen = ws->slot_gen[ws->nfree_slots];
@@ -306,7 +324,7 @@ __device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
 /* Frees device slot s whose last handle had generation gen (its ctl is (gen, CLOSED));
  * MW_NONE: not known here, read it. */
 __device__ void mw_slot_free(mw_ctx *c, mw_u32 s, mw_u32 gen) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   if (ws->nfree_slots < c->cache_cap) {
     if (gen == MW_NONE) gen = (mw_u32)(mw_ld64(&c->slots[s].ctl) >> 32);
     ws->slot_gen[ws->nfree_slots] = gen + 1u;
@@ -316,11 +334,11 @@ __device__ void mw_slot_free(mw_ctx *c, mw_u32 s, mw_u32 gen) {
   mw_stack_push(&c->st->slot_head, c->st->slot_next, s);
 }
 __device__ mw_u32 mw_node_alloc(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   return ws->nfree_nodes ? ws->free_nodes[--ws->nfree_nodes] : mw_node_pop(c);
 }
 __device__ void mw_node_free(mw_ctx *c, mw_u32 n) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   if (ws->nfree_nodes < MW_CACHE_CAP) {
     ws->free_nodes[ws->nfree_nodes++] = n;
     return;
@@ -438,7 +456,7 @@ __device__ mw_u32 mw_rec_to_frame(mw_ctx *c, mw_rec *r) {
  * run queue (as a frame) to make room. Lane 0. */
 __device__ mw_u32 mw_rec_get(mw_ctx *c) {
   MW_PROBE(MW_PR_RECGET);
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   for (;;) {
     mw_u32 oldest = MW_NONE;
     mw_u64 t_old = ~0ull;
@@ -466,7 +484,7 @@ __device__ mw_u32 mw_rec_get(mw_ctx *c) {
 /* Makes record r (FREE, this warp's) READY with what its fields hold now. Lane 0, after the
  * lanes that wrote its arguments passed a __syncwarp. */
 __device__ void mw_rec_ready(mw_ctx *c, mw_u32 r) {
-  mw_rec *rec = &c->ws->rec[r];
+  mw_rec *rec = &MW_WS(c)->rec[r];
   rec->t0 = MW_GLOBALTIMER();
   rec->calls = c->calls;
   mw_u32 seq = (rec->state >> 4) + 1u;
@@ -482,7 +500,7 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
     mw_gq_push(c->st, f);
     return;
   }
-  mw_rec *rec = &c->ws->rec[r];
+  mw_rec *rec = &MW_WS(c)->rec[r];
   rec->frame = f;
   rec->flags = 0;
   rec->kind = MW_NONE;
@@ -494,7 +512,7 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
 /* The READY record of this warp that spawns future h, or -1; *st its state word. The latest
  * spawn's is looked at first. Lane 0. */
 __device__ int mw_rec_find(mw_ctx *c, mw_u64 h, mw_u32 *st) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_u32 j = ws->last_rec;
   mw_u32 s = mw_ld32(&ws->rec[j].state);
   if (MW_REC_ST(s) == MW_REC_READY && ws->rec[j].fut == h) {
@@ -514,7 +532,7 @@ __device__ int mw_rec_find(mw_ctx *c, mw_u64 h, mw_u32 *st) {
 }
 /* The entry of future h among this warp's recent inline results, or -1: the newest first. Lane 0. */
 __device__ int mw_kid_find(mw_ctx *c, mw_u64 h) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   for (mw_u32 m = ws->kid_used, n = ws->kid_next; m;) {
     mw_u32 j = (--n) % MW_KIDS;
     if (!(m & (1u << j))) continue;
@@ -530,10 +548,10 @@ __device__ void mw_kid_drop(mw_ctx *c, mw_kid *k) {
   k->state = MW_KID_NONE;
   k->priv = 0;
   k->fut = 0;
-  c->ws->kid_used &= ~(1u << (mw_u32)(k - c->ws->kid));
+  MW_WS(c)->kid_used &= ~(1u << (mw_u32)(k - MW_WS(c)->kid));
 }
 __device__ mw_kid *mw_kid_new(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_u32 j = ws->kid_next++ % MW_KIDS;
   mw_kid *k = &ws->kid[j];
   if (k->state != MW_KID_NONE) mw_kid_drop(c, k);
@@ -542,7 +560,7 @@ __device__ mw_kid *mw_kid_new(mw_ctx *c) {
 }
 /* Forgets the entries of level lv (it finishes or leaves the warp). Lane 0. */
 __device__ void mw_kids_forget(mw_ctx *c, mw_u32 lv) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   for (mw_u32 m = ws->kid_used; m; m &= m - 1) {
     mw_u32 i = (mw_u32)__ffs((int)m) - 1;
     if (ws->kid[i].level == lv) mw_kid_drop(c, &ws->kid[i]);
@@ -550,7 +568,7 @@ __device__ void mw_kids_forget(mw_ctx *c, mw_u32 lv) {
 }
 /* The entry of the child in slot s, or -1. Lane 0. */
 __device__ int mw_kid_of_slot(mw_ctx *c, mw_u32 s) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   for (mw_u32 m = ws->kid_used; m; m &= m - 1) {
     mw_u32 i = (mw_u32)__ffs((int)m) - 1;
     if (MW_FUT_SLOT(ws->kid[i].fut) == s) return (int)i;
@@ -626,7 +644,7 @@ __device__ bool mw_cancel_queued(mw_ctx *c, mw_u64 h) {
   mw_u32 s;
   int i = mw_rec_find(c, h, &s);
   if (i < 0) return false;
-  mw_rec *r = &c->ws->rec[i];
+  mw_rec *r = &MW_WS(c)->rec[i];
   if (atomicCAS(&r->state, s, (s & ~15u) | MW_REC_OWNED) != s) return false;
   r->flags |= MW_RF_CANCELLED;
   MW_FENCE_CTA();
@@ -894,10 +912,10 @@ __device__ __noinline__ mw_rec *mw_cta_claim(mw_ctx *c, int mode, mw_u32 how) {
   for (mw_u32 k = c->lane; k < c->cn * MW_RECS; k += 32) {
     mw_u32 w = k / MW_RECS;
     if (mode == MW_PICK_STEAL && w == c->cw) continue;
-    mw_rec *r = &c->cta[w].rec[k % MW_RECS];
+    mw_rec *r = &MW_CTAS(c)[w].rec[k % MW_RECS];
     if (MW_REC_ST(mw_ld32(&r->state)) != MW_REC_READY) continue;
     mw_u64 t0 = *(volatile mw_u64 *)&r->t0;
-    if (t0 < best_t && mw_takeable(r, *(volatile mw_u32 *)&c->cta[w].progress, now - t0, mode)) {
+    if (t0 < best_t && mw_takeable(r, *(volatile mw_u32 *)&MW_CTAS(c)[w].progress, now - t0, mode)) {
       best_t = t0;
       best_k = k;
     }
@@ -912,7 +930,7 @@ __device__ __noinline__ mw_rec *mw_cta_claim(mw_ctx *c, int mode, mw_u32 how) {
   }
   best_k = mw_bcast(best_k);
   if (best_k == MW_NONE) return 0;
-  mw_rec *r = &c->cta[best_k / MW_RECS].rec[best_k % MW_RECS];
+  mw_rec *r = &MW_CTAS(c)[best_k / MW_RECS].rec[best_k % MW_RECS];
   mw_u32 ok = 0;
   if (c->lane == 0) {
     mw_u32 s = mw_ld32(&r->state);
@@ -940,7 +958,7 @@ __device__ bool mw_woken_waiting(mw_ctx *c) {
   mw_u64 now = mw_bcast64(c->lane == 0 ? MW_GLOBALTIMER() : 0ull);
   bool any = false;
   for (mw_u32 k = c->lane; k < c->cn * MW_RECS; k += 32) {
-    mw_rec *r = &c->cta[k / MW_RECS].rec[k % MW_RECS];
+    mw_rec *r = &MW_CTAS(c)[k / MW_RECS].rec[k % MW_RECS];
     if (MW_REC_ST(mw_ld32(&r->state)) == MW_REC_READY &&
         mw_takeable(r, 0, now - *(volatile mw_u64 *)&r->t0, MW_PICK_WOKEN))
       any = true;
@@ -952,8 +970,8 @@ __device__ bool mw_woken_waiting(mw_ctx *c) {
 __device__ bool mw_poll_due(mw_ctx *c) {
   if (c->wid >= MW_POLLERS) return false;
   mw_u64 now = MW_GLOBALTIMER();
-  if (now - c->ws->polled < MW_POLL_NS) return false;
-  c->ws->polled = now;
+  if (now - MW_WS(c)->polled < MW_POLL_NS) return false;
+  MW_WS(c)->polled = now;
   return true;
 }
 
@@ -962,7 +980,7 @@ __device__ bool mw_poll_due(mw_ctx *c) {
  * Collective: the lanes look at the levels and records together. */
 __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   MW_PROBE(MW_PR_TICK);
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_u32 stop = 0, tg = 0, hungry = 0, poll = 0;
   if (c->lane == 0) {
     /* the host's switches, in flight together: a stop makes the chain leave the warp at its
@@ -1000,13 +1018,13 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
  * is due. Collective. */
 __device__ __forceinline__ void mw_tick(mw_ctx *c) {
   ++c->calls; /* each lane counts the same calls */
-  if (c->lane == 0) c->ws->progress = c->calls; /* for thieves: records behind it may go */
+  if (c->lane == 0) MW_WS(c)->progress = c->calls; /* for thieves: records behind it may go */
   if ((c->calls & 15u) != 0) return;
   mw_u32 due = 0;
   if (c->lane == 0) {
     mw_u64 now = MW_GLOBALTIMER();
-    if (now - c->ws->tick >= MW_TICK_NS) {
-      c->ws->tick = now;
+    if (now - MW_WS(c)->tick >= MW_TICK_NS) {
+      MW_WS(c)->tick = now;
       due = 1;
     }
   }
@@ -1066,8 +1084,9 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   mw_u64 h = 0;
   mw_u32 r = MW_NONE, f = MW_NONE, cx = 0;
   if (c->lane == 0) {
-    mw_wstate *ws = c->ws;
-    mw_level *L = c->lv;
+    MW_PROBE(MW_PR_SPAWN0);
+    mw_wstate *ws = MW_WS(c);
+    mw_level *L = MW_LV(c);
     mw_u32 s = MW_NONE, gen = 0;
     if (c->bulk) {
       h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
@@ -1113,7 +1132,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   const mw_u32 *src = (const mw_u32 *)args;
   if (!bulk) {
     /* the record: each lane copies its share of the arguments (every lane holds the same) */
-    mw_rec *rec = &c->ws->rec[r];
+    mw_rec *rec = &MW_WS(c)->rec[r];
     mw_u32 *dst = (mw_u32 *)rec->args;
     for (mw_u32 i = c->lane; i * 4 < ki->args_bytes; i += 32) dst[i] = src[i];
     __syncwarp();
@@ -1122,9 +1141,9 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       rec->fut = h;
       rec->frame = f;
       rec->flags = MW_RF_SPAWN;
-      rec->epoch = c->ws->epoch;
+      rec->epoch = MW_WS(c)->epoch;
       rec->sibling = c->slots[MW_FUT_SLOT(h)].sibling;
-      c->ws->last_rec = r;
+      MW_WS(c)->last_rec = r;
       mw_rec_ready(c, r);
     }
   } else {
@@ -1188,7 +1207,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
   mw_u64 *aw = (mw_u64 *)(c->stk + off);
   for (mw_u32 i = 0; i < n; ++i) aw[i] = fs[i].h;
   if (c->lane == 0) {
-    mw_level *L = c->lv;
+    mw_level *L = MW_LV(c);
     L->naw = (mw_u16)n;
     L->cur = 0;
     L->bad = 0;
@@ -1201,7 +1220,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
  * run of level d with MW_RUN_CALL: the trampoline runs the child next. Collective. */
 __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   MW_PROBE(MW_PR_CALL);
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_rec *rec = &ws->rec[r];
   mw_u32 kind = 0;
   if (c->lane == 0) {
@@ -1252,7 +1271,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
     nest = mw_cta_claim(c, MW_PICK_WOKEN, MW_REC_TAKEN);
   }
   if (c->lane == 0 && !c->cancelled) {
-    mw_level *L = c->lv;
+    mw_level *L = MW_LV(c);
     mw_u32 aoff = mw_await_off(c);
     const mw_u64 *aw = (const mw_u64 *)(c->stk + aoff);
     coff = mw_round16(aoff + 8u * L->naw);
@@ -1271,7 +1290,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
       for (mw_u32 i = L->cur; i < L->naw; ++i) {
         mw_u32 rs;
         int r = mw_rec_find(c, aw[i], &rs);
-        mw_rec *rec = r >= 0 ? &c->ws->rec[r] : 0;
+        mw_rec *rec = r >= 0 ? &MW_WS(c)->rec[r] : 0;
         if (rec && atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs) {
           mw_gq_push(c->st, mw_rec_to_frame(c, rec));
           mw_st32(&rec->state, (rs & ~15u) | MW_REC_FREE);
@@ -1287,13 +1306,13 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
       }
       int k = mw_kid_find(c, h);
       if (k >= 0) { /* it ran inline already */
-        if (c->ws->kid[k].status != MW_ST_OK && !L->bad) L->bad = h;
+        if (MW_WS(c)->kid[k].status != MW_ST_OK && !L->bad) L->bad = h;
         continue;
       }
       mw_u32 rs;
       int r = mw_rec_find(c, h, &rs);
       if (r >= 0 && c->d + 1 < MW_LEVELS) {
-        mw_rec *rec = &c->ws->rec[r];
+        mw_rec *rec = &MW_WS(c)->rec[r];
         if (coff + mw_kind(rec->kind)->frame_bytes <= MW_LSTACK_BYTES &&
             atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs) {
           act = CALL;
@@ -1330,7 +1349,7 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
  * on each (protocol.h, join: Suspend) and leaves the warp, unless they all completed meanwhile
  * or a canceller came (then it goes on here). Collective. Returns true when it suspended. */
 __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
-  mw_level *L = c->lv;
+  mw_level *L = MW_LV(c);
   mw_u32 ok = 1;
   if (c->lane == 0 && L->frame == MW_NONE) {
     L->frame = mw_frame_alloc(c);
@@ -1342,7 +1361,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
   }
   mw_u32 res = 0; /* 1: suspended, 2: cancelled */
   if (c->lane == 0) {
-    mw_wstate *ws = c->ws;
+    mw_wstate *ws = MW_WS(c);
     mw_u32 f = L->frame, kind = L->kind;
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 s = MW_FUT_SLOT(L->fut);
@@ -1417,7 +1436,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   MW_PROBE(MW_PR_AFTER);
   mw_u64 bad = 0;
-  if (c->lane == 0) bad = c->lv->bad;
+  if (c->lane == 0) bad = MW_LV(c)->bad;
   bad = mw_bcast64(bad);
   if (c->cancelled) return true;
   if (c->status == MW_RUN_FAIL) return true;
@@ -1537,6 +1556,7 @@ MW_VAL_CMP(!=)
  * read from the warp's recent results. Lane 0. */
 __device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw_u32 *rtype, int *code,
                              const char **msg) {
+  MW_PROBE(MW_PR_OUTCOME);
   *value = 0;
   *rtype = MW_RT_I64;
   *code = 0;
@@ -1556,7 +1576,7 @@ __device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw
     int k = mw_kid_find(c, h);
     mw_u32 status;
     if (k >= 0) {
-      mw_kid *K = &c->ws->kid[k];
+      mw_kid *K = &MW_WS(c)->kid[k];
       *value = K->value;
       *rtype = K->rtype;
       status = K->status;
@@ -1704,7 +1724,7 @@ __device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits);
  * record when it has one, else from device memory. Lane 0. */
 __device__ mw_u32 mw_sibling_of(mw_ctx *c, mw_u32 ch) {
   int k = mw_kid_of_slot(c, ch - 1);
-  return k >= 0 ? c->ws->kid[k].sibling : mw_ld32(&c->slots[ch - 1].sibling);
+  return k >= 0 ? MW_WS(c)->kid[k].sibling : mw_ld32(&c->slots[ch - 1].sibling);
 }
 
 /* The owner lets go of child future h (generation gen of slot s): the slot loses the owner's
@@ -1714,13 +1734,13 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
   mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
   int k = mw_kid_find(c, h);
   if (k >= 0) {
-    mw_kid *K = &c->ws->kid[k];
+    mw_kid *K = &MW_WS(c)->kid[k];
     mw_u32 n = K->priv ? 2u : 1u; /* a private completion kept the producer's reference */
-    bool mine = K->priv && K->epoch == c->ws->epoch;
+    bool mine = K->priv && K->epoch == MW_WS(c)->epoch;
     K->state = MW_KID_NONE;
     K->priv = 0;
     K->fut = 0;
-    c->ws->kid_used &= ~(1u << (mw_u32)k);
+    MW_WS(c)->kid_used &= ~(1u << (mw_u32)k);
     if (mine) mw_slot_free(c, s, gen);
     else mw_slot_unref(c, s, gen, n);
     return;
@@ -1734,7 +1754,7 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
 __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
   MW_PROBE(MW_PR_RELEASE);
   if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
-    mw_level *L = c->lv;
+    mw_level *L = MW_LV(c);
     mw_u32 s = MW_FUT_SLOT(f.h);
     if (L->children == s + 1) { /* the latest spawn: the common case */
       L->children = mw_sibling_of(c, s + 1);
@@ -1746,9 +1766,9 @@ __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
           mw_u32 after = mw_sibling_of(c, next);
           c->slots[prev - 1].sibling = after;
           int pk = mw_kid_of_slot(c, prev - 1);
-          if (pk >= 0) c->ws->kid[pk].sibling = after;
+          if (pk >= 0) MW_WS(c)->kid[pk].sibling = after;
           for (mw_u32 i = 0; i < MW_RECS; ++i)
-            if (c->ws->rec[i].fut && MW_FUT_SLOT(c->ws->rec[i].fut) == prev - 1) c->ws->rec[i].sibling = after;
+            if (MW_WS(c)->rec[i].fut && MW_FUT_SLOT(MW_WS(c)->rec[i].fut) == prev - 1) MW_WS(c)->rec[i].sibling = after;
           mw_drop_child(c, f.h);
           break;
         }
@@ -1765,8 +1785,8 @@ __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
  * owns first. Lane 0. */
 __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   MW_PROBE(MW_PR_FINISH);
-  mw_wstate *ws = c->ws;
-  mw_level *L = c->lv;
+  mw_wstate *ws = MW_WS(c);
+  mw_level *L = MW_LV(c);
   mw_u32 kind = L->kind;
   const mw_kind_info *ki = mw_kind(kind);
   mw_u64 fut = L->fut;
@@ -1824,6 +1844,7 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   mw_kids_forget(c, c->d);
   if (L->flags & MW_LV_PUBLIC) mw_frame_release(c, L->frame);
   else if (L->frame != MW_NONE) mw_frame_free(c, L->frame);
+  MW_PROBE(MW_PR_COMPLETE);
   mw_slot *sl = &c->slots[s];
   if (priv) { /* protocol.h, Private completion */
     mw_slot_result(sl, status, value, ki->rtype, code, msg, prefix);
@@ -1887,11 +1908,11 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
  * suspends: a trampoline, so an inline child is a level of the lane stacks, not a call.
  * Collective. */
 __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   c->d = 0;
   for (;;) {
     mw_level *L = &ws->lv[c->d];
-    c->lv = L;
+    { MW_PROBE(MW_PR_EMPTY); }
     if (c->trace_due) {
       if (c->lane == 0) {
         mw_u32 tg = mw_ld32(&c->st->trace_gen);
@@ -1951,7 +1972,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
     f = r->frame;
     kind = r->kind;
     if (spawn) {
-      mw_level *L = &c->ws->lv[lv];
+      mw_level *L = &MW_WS(c)->lv[lv];
       L->fut = r->fut;
       L->bad = 0;
       L->kind = kind;
@@ -1964,7 +1985,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       L->off = off;
       L->sibling = r->sibling;
       L->naw = L->cur = 0;
-      c->ws->depth = lv + 1;
+      MW_WS(c)->depth = lv + 1;
     }
   }
   __syncwarp(); /* every lane after lane 0's acquire of the record (its claim) */
@@ -1998,7 +2019,7 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
   if (c->lane == 0) {
     MW_FENCE(); /* the frame after the hand-over that brought it here */
     kind = fh->kind;
-    mw_level *L = &c->ws->lv[lv];
+    mw_level *L = &MW_WS(c)->lv[lv];
     L->fut = fh->fut;
     L->bad = fh->await_f[0];
     L->kind = kind;
@@ -2012,7 +2033,7 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
     L->off = off;
     L->sibling = 0;
     L->naw = L->cur = 0;
-    c->ws->depth = lv + 1;
+    MW_WS(c)->depth = lv + 1;
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
   kind = mw_bcast(kind);
@@ -2142,7 +2163,7 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
   mw_u32 f = MW_NONE;
   mw_u64 rp = 0;
   if (c->lane == 0) {
-    mw_wstate *ws = c->ws;
+    mw_wstate *ws = MW_WS(c);
     mw_rec *best = 0;
     mw_u32 bs = 0;
     for (mw_u32 i = 0; i < MW_RECS; ++i) {
@@ -2159,7 +2180,7 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
   if (!rp) { /* another warp's record of the CTA, else the global queue */
     mw_rec *r = mw_cta_claim(c, MW_PICK_STEAL, MW_REC_TAKEN);
     rp = (mw_u64)r;
-    if (r && c->lane == 0) c->ws->steals++;
+    if (r && c->lane == 0) MW_WS(c)->steals++;
     if (!r && c->lane == 0) f = mw_gq_pop(c->st);
   }
   *rec = (mw_rec *)rp;
@@ -2170,7 +2191,7 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
  * with a different number of workers loses nothing: its records become frames in the global
  * queue, its caches go back to the free stacks, its counters to its rows. Lane 0. */
 __device__ __noinline__ void mw_flush(mw_ctx *c) {
-  mw_wstate *ws = c->ws;
+  mw_wstate *ws = MW_WS(c);
   mw_state *st = c->st;
   for (mw_u32 i = 0; i < MW_RECS; ++i) {
     mw_rec *r = &ws->rec[i];
@@ -2209,7 +2230,7 @@ __device__ bool mw_stop_barrier(mw_state *st) {
 __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
   c->yield = 0;
   c->nest = 0;
-  if (c->lane == 0 && c->ws->dirty) mw_flush_counts(c); /* what ran before, for the host */
+  if (c->lane == 0 && MW_WS(c)->dirty) mw_flush_counts(c); /* what ran before, for the host */
   if (rec) mw_root_from_rec(c, rec, 0, 0);
   else if (mw_is_bulk(c, f)) return mw_run_bulk(c, f);
   else mw_root_from_frame(c, f, 0, 0);
@@ -2225,9 +2246,6 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #endif
 
 __device__ void mw_executor(mw_state *st) {
-#ifndef MW_SIM
-  __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
-#endif
   mw_u8 stack[MW_LSTACK_BYTES] __attribute__((aligned(16)));
   mw_ctx c;
   c.st = st;
@@ -2248,7 +2266,6 @@ __device__ void mw_executor(mw_state *st) {
   c.ws = &c.cta[c.cw];
   c.stk = stack;
   c.d = 0;
-  c.lv = &c.ws->lv[0];
   c.bulk = 0;
   c.index = 0;
   c.cancelled = 0;
@@ -2265,7 +2282,7 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_head = 0;
 #ifndef MW_SIM
   { /* a fresh launch: the CTA's shared state starts empty */
-    mw_u32 *p = (mw_u32 *)c.ws;
+    mw_u32 *p = (mw_u32 *)MW_WS(&c);
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
 #if defined(MW_PROBES)
     if (c.lane < MW_NPROBES) mw_probe_acc[c.cw][c.lane][0] = mw_probe_acc[c.cw][c.lane][1] = 0;
@@ -2280,12 +2297,11 @@ __device__ void mw_executor(mw_state *st) {
    * and the levels it was running fail with the divergence message (their frames on the lane
    * stacks are gone: the innermost fails, each level below it ends with its failure) */
   __mw_sim_restart_on_divergence();
-  if (c.lane == 0 && c.ws->depth) {
-    for (mw_u32 d = c.ws->depth; d-- > 0;) {
+  if (c.lane == 0 && MW_WS(&c)->depth) {
+    for (mw_u32 d = MW_WS(&c)->depth; d-- > 0;) {
       c.d = d;
-      c.lv = &c.ws->lv[d];
-      c.off = c.lv->off;
-      c.kind = c.lv->kind;
+      c.off = MW_LV(&c)->off;
+      c.kind = MW_LV(&c)->kind;
       c.status = MW_RUN_FAIL;
       c.fail_code = MW_FAIL_DIVERGED;
       c.fail_msg = c.gw->abort_msg;
@@ -2293,10 +2309,10 @@ __device__ void mw_executor(mw_state *st) {
       c.cancelled = 0;
       c.value = 0;
       c.lost = 1;
-      c.lv->flags |= MW_LV_PUBLIC; /* never private: its level below learns from the slot */
+      MW_LV(&c)->flags |= MW_LV_PUBLIC; /* never private: its level below learns from the slot */
       mw_finish_level(&c);
     }
-    c.ws->depth = 0;
+    MW_WS(&c)->depth = 0;
     c.lost = 0;
   }
   __syncwarp();
@@ -2337,7 +2353,7 @@ __device__ void mw_executor(mw_state *st) {
           c.idle = 1;
           atomicAdd(&st->hungry, 1u);
         }
-        mw_wstate *ws = c.ws; /* and its counters up to date */
+        mw_wstate *ws = MW_WS(&c); /* and its counters up to date */
         if (ws->dirty || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
@@ -2357,7 +2373,8 @@ __device__ void mw_executor(mw_state *st) {
 #if defined(MW_PROBES) && !defined(MW_SIM)
   if (c.lane == 0 && mw_probe_acc[c.cw][MW_PR_RUN][1]) {
     const char *names[MW_NPROBES] = {"run", "finish", "spawn", "await", "await_more", "after_await",
-                                     "value", "release", "loop", "call_child", "rec_get", "tick"};
+                                     "value", "release", "loop", "call_child", "rec_get", "tick",
+                                     "spawn_lane0", "complete", "outcome", "empty_probe"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],

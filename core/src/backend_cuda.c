@@ -11,7 +11,7 @@
 #include "jit.h"
 #include "util.h"
 
-#define BLOCK_THREADS 128
+#define BLOCK_THREADS (32 * MW_CTA_WARPS) /* a worker CTA: the executor names its warps by threadIdx */
 #define WARPS_PER_BLOCK (BLOCK_THREADS / 32)
 #define MAX_BLOCKS_PER_SM 4 /* the most workers the option `workers` may ask for */
 /* Default: one block of four workers per SM. Measured on an H200 (bench/core.lua, 2026-12-02):
