@@ -5,7 +5,8 @@
 #   steps: examples specs bench soak sanitize (default: all), sweep (bench/core.lua and
 #   bench/hops.lua over worker counts, $SWEEP_WORKERS), and probes (the executor built with
 #   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
-#   benchmarks of bench/micro/ give the cost of each kind of operation in the same run). bench starts with the compile figures:
+#   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
+#   $PROBE_VARIANTS names variants of the executor to time beside it). bench starts with the compile figures:
 #   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,8 +82,16 @@ if [[ $steps == *" probes "* ]]; then
   for m in smcost pathcost; do
     timeout 120 nvcc -O3 -arch=native bench/micro/$m.cu -o build-gpu/$m && timeout 30 build-gpu/$m 2>&1 | tee -a "$out/probes.txt"
   done
-  for w in 1 4; do
-    MOONWARP_PROBES=1 MOONWARP_NO_CACHE=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 | tee -a "$out/probes.txt"
+  # each variant of the executor ($PROBE_VARIANTS: "-" is the default build, a NAME builds it with
+  # -DNAME through MOONWARP_DEVICE_DEFINE) is timed in the same run: probes, then bench/core.lua
+  for v in ${PROBE_VARIANTS:--}; do
+    [ "$v" = - ] && v=
+    echo "# variant: ${v:-default}" | tee -a "$out/probes.txt"
+    for w in 1 4; do
+      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 |
+        grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
+    done
+    MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
   done
 fi
 if want soak; then

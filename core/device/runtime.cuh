@@ -125,11 +125,13 @@ struct mw_ctx {
  * its loads are shared loads (no generic-to-shared resolution), and its stores cannot alias the
  * context in local memory, so the context's fields are not read again after each of them. On sim
  * the states are host memory that the host allocates (mw_state.sim_cta). */
-#ifdef MW_SIM
+#ifndef MW_SIM
+__shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
+#endif
+#if defined(MW_SIM) || defined(MW_GENERIC_WS) /* MW_GENERIC_WS: the old addressing, to compare */
 #define MW_WS(c) ((c)->ws)
 #define MW_CTAS(c) ((c)->cta)
 #else
-__shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #define MW_WS(c) (&mw_cta_shared[threadIdx.x >> 5])
 #define MW_CTAS(c) (mw_cta_shared)
 #endif

@@ -227,13 +227,21 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out,
   char arch[32], ver[32];
   snprintf(arch, sizeof arch, "sm_%d", sm);
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
-  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes) */
+  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
+   * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
+   * the default in one run (bench/NOTES.md). Both are part of the cache key. */
   const char *probes = getenv("MOONWARP_PROBES");
-  int nopts = probes && !strcmp(probes, "1") ? 2 : 1;
-  const char *opts[] = {"-DMW_CUDA=1", "-DMW_PROBES=1"};
-  const void *parts[] = {"cuda-1", source, arch, ver, opts[0], nopts > 1 ? opts[1] : ""};
+  const char *define = getenv("MOONWARP_DEVICE_DEFINE");
+  char extra[96] = "";
+  if (define && *define && strlen(define) < sizeof extra - 3 && !strchr(define, ' '))
+    snprintf(extra, sizeof extra, "-D%s", define);
+  const char *opts[3] = {"-DMW_CUDA=1", NULL, NULL};
+  int nopts = 1;
+  if (probes && !strcmp(probes, "1")) opts[nopts++] = "-DMW_PROBES=1";
+  if (*extra) opts[nopts++] = extra;
+  const void *parts[] = {"cuda-1", source, arch, ver, opts[0], nopts > 1 ? opts[1] : "", nopts > 2 ? opts[2] : ""};
   char key[65];
-  mw__cache_key(parts, NULL, 6, key);
+  mw__cache_key(parts, NULL, 7, key);
   void *image = NULL;
   size_t size = 0;
   if (mw__cache_get(key, "cubin", &image, &size) != 0) {
