@@ -68,6 +68,9 @@ if want bench; then
   timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
     export MW_BASELINES=$PWD/build-gpu/baselines
   timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
+  # buffer copies: the staging halves beside the socket payload they replace
+  timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
+  MOONWARP_NO_STAGING=1 timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
   kill $smi 2>/dev/null
 fi
 if [[ $steps == *" sweep "* ]]; then

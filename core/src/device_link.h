@@ -34,12 +34,23 @@ enum mw__link_op {
   MW_OP_D2H,      /* a: device address, b: bytes -> payload: the bytes */
   MW_OP_IMAGE,    /* payload: a cubin, loaded by the next launch */
   MW_OP_LAUNCH,   /* a: state address, b: workers -> a: workers launched */
-  MW_OP_CLOSE     /* the child frees everything, answers, exits */
+  MW_OP_CLOSE,    /* the child frees everything, answers, exits */
+  MW_OP_H2D_STAGED, /* a: device address, b: source in the child's mapping of a pinned region, c: bytes */
+  MW_OP_D2H_STAGED  /* a: device address, b: destination in the child's mapping, c: bytes */
 };
+
+/* Large copies go through a staging region of two halves (pinned memfd pages, OP_PIN) rather
+ * than as payload: the library fills one half while the child copies the other, so a copy
+ * crosses no socket and the driver's copy is a DMA from page-locked memory. Requests are
+ * answered in order, so the library keeps one staged request in flight while it fills or
+ * empties the other half. */
+#define MW_STAGE_HALF (8u << 20)
+#define MW_STAGE_MIN (256u << 10) /* smaller copies travel as payload: one round trip */
 
 typedef struct mw__req {
   uint32_t op, pad;
   uint64_t a, b, len;
+  uint64_t c; /* a third argument (staged copies) */
 } mw__req;
 
 typedef struct mw__rep {

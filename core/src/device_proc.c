@@ -176,6 +176,8 @@ static int serve(int fd, mw__link_status *st) {
         if (!out) rc = MW_ENOMEM;
         else if (!(rc = o->d2h(rt, out, q.a, q.b))) outlen = q.b;
         break;
+      case MW_OP_H2D_STAGED: rc = o->h2d(rt, q.a, (const void *)(uintptr_t)q.b, q.c); break;
+      case MW_OP_D2H_STAGED: rc = o->d2h(rt, (void *)(uintptr_t)q.b, q.a, q.c); break;
       case MW_OP_IMAGE:
         mw__cuda_set_next_image(rt, data);
         data = NULL;
@@ -227,6 +229,7 @@ typedef struct proxy {
   int launched; /* an executor was launched since the last quiesce */
   mw__link_status *st;
   pinned *pins;
+  pinned *stage; /* the staging region of large copies (2 * MW_STAGE_HALF), made at the first */
 } proxy;
 
 /* Device processes killed whose exit was not yet collected. */
@@ -270,8 +273,8 @@ static int lose(mw_runtime *rt, int rc, const char *what) {
 
 /* One request and its reply. payload/out may be NULL. Returns the child's code (its message in
  * rt->err) or MW_EFAULT when the link broke. */
-static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd,
-                mw__rep *rep, void *out, size_t outcap) {
+/* Sends request q with its payload (and a descriptor when pass_fd >= 0). */
+static int link_send(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd) {
   proxy *px = rt->be;
   if (px->dead) {
     mw__rt_error(rt, "the device process is gone (%s)", what);
@@ -300,8 +303,15 @@ static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload
     rc = send_all(px->fd, &q, sizeof q, LINK_TIMEOUT_MS);
   }
   if (!rc && q.len) rc = send_all(px->fd, payload, q.len, LINK_TIMEOUT_MS);
+  return rc ? lose(rt, rc, what) : 0;
+}
+
+/* Receives the answer to the oldest request in flight: its message goes to rt->err, its
+ * payload (at most outcap bytes) to out. Returns the request's status. */
+static int link_recv(mw_runtime *rt, const char *what, mw__rep *rep, void *out, size_t outcap) {
+  proxy *px = rt->be;
   mw__rep r;
-  if (!rc) rc = recv_all(px->fd, &r, sizeof r, LINK_TIMEOUT_MS);
+  int rc = recv_all(px->fd, &r, sizeof r, LINK_TIMEOUT_MS);
   if (!rc && r.errlen) {
     char *msg = malloc(r.errlen + 1);
     if (!msg) return lose(rt, MW_EIO, what);
@@ -317,6 +327,13 @@ static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload
   if (rep) *rep = r;
   if (r.rc) mw__set_error_str(rt->err);
   return r.rc;
+}
+
+/* One request and its answer. */
+static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd,
+                mw__rep *rep, void *out, size_t outcap) {
+  int rc = link_send(rt, what, q, payload, pass_fd);
+  return rc ? rc : link_recv(rt, what, rep, out, outcap);
 }
 
 /* ---- starting a device process ----------------------------------------------------------- */
@@ -458,7 +475,7 @@ static int proxy_open(mw_runtime *rt, const mw_runtime_desc *d) {
   px->fd = -1;
   rt->be = px;
   if ((rc = start_child(rt, px))) return rc;
-  mw__req q = {MW_OP_OPEN, 0, (uint64_t)d->device, d->workers, 0};
+  mw__req q = {MW_OP_OPEN, 0, (uint64_t)d->device, d->workers, 0, 0};
   mw__rep r;
   if ((rc = call(rt, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
   rt->max_workers = (uint32_t)r.a;
@@ -472,7 +489,7 @@ static void proxy_close(mw_runtime *rt) {
   if (!px) return;
   if (px->pid > 0) {
     if (!px->dead) {
-      mw__req q = {MW_OP_CLOSE, 0, 0, 0, 0};
+      mw__req q = {MW_OP_CLOSE, 0, 0, 0, 0, 0};
       call(rt, "closing the device", q, NULL, -1, NULL, NULL, 0);
     }
     close(px->fd);
@@ -507,7 +524,7 @@ static int proxy_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *d
     return MW_ENOMEM;
   }
   p->size = size;
-  mw__req q = {MW_OP_PIN, 0, size, 0, 0};
+  mw__req q = {MW_OP_PIN, 0, size, 0, 0, 0};
   mw__rep r;
   int rc = call(rt, "pinning shared memory", q, NULL, fd, &r, NULL, 0);
   close(fd);
@@ -530,7 +547,7 @@ static void proxy_free_pinned(mw_runtime *rt, void *host) {
     pinned *p = *pp;
     if (p->host != host) continue;
     if (!px->dead) {
-      mw__req q = {MW_OP_UNPIN, 0, p->token, p->size, 0};
+      mw__req q = {MW_OP_UNPIN, 0, p->token, p->size, 0, 0};
       call(rt, "unpinning shared memory", q, NULL, -1, NULL, NULL, 0);
     }
     munmap(p->host, p->size);
@@ -541,7 +558,7 @@ static void proxy_free_pinned(mw_runtime *rt, void *host) {
 }
 
 static int proxy_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
-  mw__req q = {MW_OP_ALLOC, 0, n, 0, 0};
+  mw__req q = {MW_OP_ALLOC, 0, n, 0, 0, 0};
   mw__rep r;
   int rc = call(rt, "allocating device memory", q, NULL, -1, &r, NULL, 0);
   if (!rc) *dev = r.a;
@@ -551,17 +568,64 @@ static int proxy_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
 static void proxy_free(mw_runtime *rt, uint64_t dev) {
   proxy *px = rt->be;
   if (px->dead) return;
-  mw__req q = {MW_OP_FREE, 0, dev, 0, 0};
+  mw__req q = {MW_OP_FREE, 0, dev, 0, 0, 0};
   call(rt, "freeing device memory", q, NULL, -1, NULL, NULL, 0);
 }
 
+/* The staging region, pinned by the child at the first large copy. */
+static pinned *stage_region(mw_runtime *rt) {
+  proxy *px = rt->be;
+  if (!px->stage) {
+    void *host;
+    uint64_t dev;
+    if (proxy_alloc_pinned(rt, 2 * (size_t)MW_STAGE_HALF, &host, &dev)) return NULL;
+    px->stage = px->pins; /* proxy_alloc_pinned puts it first */
+  }
+  return px->stage;
+}
+
+/* A large copy through the staging halves (device_link.h): chunk i goes through half i % 2,
+ * with the child's request for one chunk in flight while the library fills (to the device) or
+ * empties (from the device) the other half. Every request sent is answered before it returns. */
+static int staged_copy(mw_runtime *rt, int to_dev, uint64_t dev, char *host, size_t n) {
+  const char *what = to_dev ? "a copy to the device" : "a copy from the device";
+  pinned *sg = stage_region(rt);
+  if (!sg) return MW_ENOMEM;
+  size_t nchunks = (n + MW_STAGE_HALF - 1) / MW_STAGE_HALF, sent = 0, answered = 0;
+  int rc = 0;
+  while (answered < nchunks) {
+    /* both halves in flight: the child copies chunk i while the library fills chunk i + 1 (to
+     * the device), or empties chunk i - 1 (from the device) */
+    while (!rc && sent < nchunks && sent < answered + 2) {
+      size_t off = sent * (size_t)MW_STAGE_HALF, len = sent + 1 == nchunks ? n - off : MW_STAGE_HALF;
+      size_t half = (sent & 1) * (size_t)MW_STAGE_HALF;
+      if (to_dev) memcpy((char *)sg->host + half, host + off, len);
+      mw__req q = {to_dev ? MW_OP_H2D_STAGED : MW_OP_D2H_STAGED, 0, dev + off, sg->token + half, 0, len};
+      if ((rc = link_send(rt, what, q, NULL, -1))) return rc; /* the link is lost: nothing to drain */
+      ++sent;
+    }
+    if (answered == sent) break; /* an earlier answer failed: nothing more in flight */
+    int r = link_recv(rt, what, NULL, NULL, 0);
+    if (r && !rc) rc = r;
+    if (r == MW_EFAULT && ((proxy *)rt->be)->dead) return r;
+    if (!rc && !to_dev) {
+      size_t off = answered * (size_t)MW_STAGE_HALF, len = answered + 1 == nchunks ? n - off : MW_STAGE_HALF;
+      memcpy(host + off, (char *)sg->host + (answered & 1) * (size_t)MW_STAGE_HALF, len);
+    }
+    ++answered;
+  }
+  return rc;
+}
+
 static int proxy_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
-  mw__req q = {MW_OP_H2D, 0, dst, 0, n};
+  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(rt, 1, dst, (char *)src, n);
+  mw__req q = {MW_OP_H2D, 0, dst, 0, n, 0};
   return call(rt, "a copy to the device", q, src, -1, NULL, NULL, 0);
 }
 
 static int proxy_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
-  mw__req q = {MW_OP_D2H, 0, src, n, 0};
+  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(rt, 0, src, dst, n);
+  mw__req q = {MW_OP_D2H, 0, src, n, 0, 0};
   return call(rt, "a copy from the device", q, NULL, -1, NULL, dst, n);
 }
 
@@ -572,7 +636,7 @@ static int proxy_build(mw_runtime *rt, const char *source) {
   size_t size = 0;
   int rc = mw__cuda_build_image(rt, px->sm, source, &image, &size);
   if (rc) return rc;
-  mw__req q = {MW_OP_IMAGE, 0, 0, 0, size};
+  mw__req q = {MW_OP_IMAGE, 0, 0, 0, size, 0};
   rc = call(rt, "handing over the executor image", q, image, -1, NULL, NULL, 0);
   free(image);
   return rc;
@@ -580,7 +644,7 @@ static int proxy_build(mw_runtime *rt, const char *source) {
 
 static int proxy_launch(mw_runtime *rt) {
   proxy *px = rt->be;
-  mw__req q = {MW_OP_LAUNCH, 0, rt->state_dev, rt->nworkers, 0};
+  mw__req q = {MW_OP_LAUNCH, 0, rt->state_dev, rt->nworkers, 0, 0};
   mw__rep r;
   int rc = call(rt, "launching the executor", q, NULL, -1, &r, NULL, 0);
   if (rc) return rc;
