@@ -1084,7 +1084,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   if (mw_diverged(c, "spawn", line, key)) return fu;
   mw_tick(c);
   mw_u64 h = 0;
-  mw_u32 r = MW_NONE, f = MW_NONE, cx = 0;
+  mw_u32 r = MW_NONE, f = MW_NONE, cx = 0, sib = 0; /* sib: lane 0's, the record's sibling link */
   if (c->lane == 0) {
     MW_PROBE(MW_PR_SPAWN0);
     mw_wstate *ws = MW_WS(c);
@@ -1104,7 +1104,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       sl->status = MW_ST_PENDING;
       sl->refs = 2; /* the task + its owner */
       sl->fref = 0;
-      sl->sibling = L->children;
+      sl->sibling = sib = L->children;
       mw_count(c, kind, MW_CNT_SPAWNED);
       f = mw_frame_alloc(c); /* its frame, reserved now: capacity means frames */
       if (f == MW_NONE) {
@@ -1144,7 +1144,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       rec->frame = f;
       rec->flags = MW_RF_SPAWN;
       rec->epoch = MW_WS(c)->epoch;
-      rec->sibling = c->slots[MW_FUT_SLOT(h)].sibling;
+      rec->sibling = sib; /* as stored in its slot (not read back from device memory) */
       MW_WS(c)->last_rec = r;
       mw_rec_ready(c, r);
     }
