@@ -62,6 +62,11 @@ __device__ __noinline__ unsigned all_lanes(ctx *c, unsigned p) {
   if (c->lane == 0) ws->last = v;
   return v;
 }
+__device__ __noinline__ unsigned globaltimer_read(ctx *c, unsigned p) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return p + (unsigned)t + c->d;
+}
 __device__ __noinline__ unsigned syncwarp_call(ctx *c, unsigned p) {
   __syncwarp();
   return p + c->d;
@@ -98,6 +103,7 @@ __global__ void kern(long long *out, unsigned seed) {
   MEASURE(lane0_bcast(cp, p));
   MEASURE(all_lanes(cp, p));
   MEASURE(syncwarp_call(cp, p));
+  MEASURE(globaltimer_read(cp, p));
   if (p == 0xdeadbeef) out[63] = p;
 }
 
@@ -118,7 +124,8 @@ int main() {
     "empty noinline call with the context",
     "lane 0 reads 2 + writes 1, shfl broadcast, noinline",
     "every lane reads 2, lane 0 writes 1, noinline",
-    "__syncwarp in a noinline call"};
-  for (int i = 0; i < 7; ++i) printf("%-64s %6lld cycles per call\n", names[i], h[i]);
+    "__syncwarp in a noinline call",
+    "globaltimer read in a noinline call (dependent)"};
+  for (int i = 0; i < 8; ++i) printf("%-64s %6lld cycles per call\n", names[i], h[i]);
   return 0;
 }
