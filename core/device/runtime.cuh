@@ -427,6 +427,26 @@ __device__ void mw_frame_release(mw_ctx *c, mw_u32 f) {
   mw_frame_free(c, f);
 }
 
+/* A frame header for a task that has not run yet (resume 0, no children, nothing awaited). */
+__device__ __forceinline__ void mw_frame_hdr_fresh(mw_frame_hdr *fh, mw_u32 kind, mw_u64 fut, mw_u32 flags,
+                                                   mw_u32 bulk_n) {
+  fh->kind = kind;
+  fh->resume = 0;
+  fh->fut = fut;
+  fh->children = 0;
+  fh->flags = flags;
+  fh->await_f[0] = fh->await_f[1] = 0;
+  fh->bulk_n = bulk_n;
+  fh->bulk_next = fh->bulk_done = 0;
+  fh->bulk_refs = 1;
+}
+/* A task's frame from its argument words: the arguments, then zeroed locals. Words first to
+ * frame_bytes in steps of step from word first (one lane all of it, or the lanes together). */
+__device__ __forceinline__ void mw_frame_from_args(mw_u32 *dst, const mw_u32 *src, const mw_kind_info *ki,
+                                                   mw_u32 first, mw_u32 step) {
+  for (mw_u32 i = first; i * 4 < ki->frame_bytes; i += step) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+}
+
 /* ---- spawn records (protocol.h, the warp's shared state) ----------------------------------- */
 #define MW_REC_ST(w) ((w)&15u)
 
@@ -439,17 +459,8 @@ __device__ mw_u32 mw_rec_to_frame(mw_ctx *c, mw_rec *r) {
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = r->kind;
   const mw_kind_info *ki = mw_kind(kind);
-  fh->kind = kind;
-  fh->resume = 0;
-  fh->fut = r->fut;
-  fh->children = 0;
-  fh->flags = (r->flags & MW_RF_CANCELLED) ? MW_FR_CANCEL : 0u; /* it never runs */
-  fh->await_f[0] = fh->await_f[1] = 0;
-  fh->bulk_n = fh->bulk_next = fh->bulk_done = 0;
-  fh->bulk_refs = 1;
-  mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
-  const mw_u32 *src = (const mw_u32 *)r->args;
-  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+  mw_frame_hdr_fresh(fh, kind, r->fut, (r->flags & MW_RF_CANCELLED) ? MW_FR_CANCEL : 0u /* it never runs */, 0);
+  mw_frame_from_args((mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES), (const mw_u32 *)r->args, ki, 0, 1);
   c->slots[MW_FUT_SLOT(r->fut)].fref = mw_frame_open(c, f);
   return f;
 }
@@ -844,16 +855,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
     mw_u32 kind = cell->kind, flags = cell->flags, bn = cell->bulk_n;
     __threadfence_system();
     cell->seq = t + st->inbox_cap; /* the cell is free again */
-    fh->kind = kind;
-    fh->resume = 0;
-    fh->fut = fut;
-    fh->children = 0;
-    fh->flags = MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0);
-    fh->await_f[0] = fh->await_f[1] = 0;
-    fh->bulk_n = bn;
-    fh->bulk_next = 0;
-    fh->bulk_done = 0;
-    fh->bulk_refs = 1;
+    mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);
     mw_u32 s = MW_FUT_SLOT(fut);
     mw_slot *sl = &c->slots[s];
     sl->kind = kind;
@@ -1152,19 +1154,10 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
     f = mw_bcast(f);
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
-    for (mw_u32 i = c->lane; i * 4 < ki->frame_bytes; i += 32) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+    mw_frame_from_args(dst, src, ki, c->lane, 32);
     __syncwarp();
     if (c->lane == 0) {
-      fh->kind = kind;
-      fh->resume = 0;
-      fh->fut = h;
-      fh->children = 0;
-      fh->flags = MW_FR_BULK;
-      fh->await_f[0] = fh->await_f[1] = 0;
-      fh->bulk_n = bulk_n;
-      fh->bulk_next = 0;
-      fh->bulk_done = 0;
-      fh->bulk_refs = 1;
+      mw_frame_hdr_fresh(fh, kind, h, MW_FR_BULK, bulk_n);
       c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
       if (bulk_n == 0) { /* nothing to run: complete now */
         mw_frame_free(c, f);
@@ -1243,9 +1236,7 @@ __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   }
   kind = mw_bcast(kind);
   const mw_kind_info *ki = mw_kind(kind);
-  mw_u32 *dst = (mw_u32 *)(c->stk + off);
-  const mw_u32 *src = (const mw_u32 *)rec->args;
-  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+  mw_frame_from_args((mw_u32 *)(c->stk + off), (const mw_u32 *)rec->args, ki, 0, 1);
   __syncwarp();
   if (c->lane == 0) {
     MW_FENCE_CTA();
@@ -2003,9 +1994,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
   }
   kind = mw_bcast(kind);
   const mw_kind_info *ki = mw_kind(kind);
-  mw_u32 *dst = (mw_u32 *)(c->stk + off);
-  const mw_u32 *src = (const mw_u32 *)r->args;
-  for (mw_u32 i = 0; i * 4 < ki->frame_bytes; ++i) dst[i] = i * 4 < ki->args_bytes ? src[i] : 0u;
+  mw_frame_from_args((mw_u32 *)(c->stk + off), (const mw_u32 *)r->args, ki, 0, 1);
   __syncwarp();
   if (c->lane == 0) {
     MW_FENCE_CTA();
