@@ -124,6 +124,53 @@ static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   }
 }
 
+/* Whether task t's body never awaits (no await, await_all or try_await as a word outside
+ * comments and literals): such a task never suspends, so an await that claims it may run it
+ * as a plain call (runtime.cuh, leaf children). A word in a place this scan misreads only
+ * costs that shortcut. */
+static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
+  static const char *const words[] = {"await", "await_all", "try_await"};
+  const char *s = p->src;
+  for (size_t i = t->body_start; i <= t->body_end; ++i) {
+    char ch = s[i];
+    if (ch == '/' && s[i + 1] == '/') { /* to the end of the line */
+      while (i <= t->body_end && s[i] != '\n') ++i;
+      continue;
+    }
+    if (ch == '/' && s[i + 1] == '*') {
+      for (i += 2; i < t->body_end && !(s[i] == '*' && s[i + 1] == '/'); ++i) {
+      }
+      ++i;
+      continue;
+    }
+    if (ch == '"' || ch == '\'') {
+      for (++i; i < t->body_end && s[i] != ch; ++i)
+        if (s[i] == '\\') ++i;
+      continue;
+    }
+    if (!(ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) continue;
+    size_t j = i;
+    while (j <= t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
+                                (s[j] >= '0' && s[j] <= '9')))
+      ++j;
+    for (size_t w = 0; w < sizeof words / sizeof *words; ++w)
+      if (strlen(words[w]) == j - i && !memcmp(s + i, words[w], j - i)) return 0;
+    i = j - 1;
+  }
+  return 1;
+}
+
+/* The case of one kind in a dispatch switch. */
+static void put_dispatch_case(mw__sb *b, int prog, const mw__task *t) {
+  if (t->ret == MW_T_VOID)
+    mw__sb_printf(b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->body(c); break;\n", t->kind, prog, t->name);
+  else
+    mw__sb_printf(b,
+                  "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->body(c); "
+                  "mw_store_result(c, r); break; }\n",
+                  t->kind, prog, t->name);
+}
+
 static void put_task_body(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::body(mw_ctx *_c) {\n"
@@ -183,11 +230,11 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
       unsigned futargs = 0;
       for (int q = 0; q < t->nparams; ++q)
         if (t->params[q].type == MW_T_FUTURE) futargs |= 1u << (t->params[q].offset / 8);
-      mw__sb_printf(&b, "  {%s, (mw_u32)sizeof(mw_p%d::mw_frame_%s), %uu, 0x%xu}, /* %u %s */\n",
+      mw__sb_printf(&b, "  {%s, (mw_u32)sizeof(mw_p%d::mw_frame_%s), %uu, 0x%xu, %s}, /* %u %s */\n",
                     rtype_name(t->ret), i, t->name, (t->args_size + 7u) / 8u * 8u, futargs,
-                    t->kind, t->name);
+                    task_is_leaf(progs[i], t) ? "MW_KIND_LEAF" : "0u", t->kind, t->name);
     }
-  if (!nk) mw__sb_puts(&b, "  {MW_RT_VOID, 0u, 0u, 0u},\n");
+  if (!nk) mw__sb_puts(&b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u},\n");
   mw__sb_printf(&b,
                 "};\n__device__ const mw_kind_info *mw_kind(mw_u32 kind) {\n"
                 "  return &mw_kinds[kind < %du ? kind : 0u];\n}\n",
@@ -201,19 +248,17 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
   /* one step of a task body, on its frame in the lane stacks */
   mw__sb_puts(&b, "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
   for (int i = 0; i < nprogs; ++i)
-    for (int k = 0; k < progs[i]->ntasks; ++k) {
-      const mw__task *t = &progs[i]->tasks[k];
-      if (t->ret == MW_T_VOID)
-        mw__sb_printf(&b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->body(c); break;\n", t->kind, i,
-                      t->name);
-      else
-        mw__sb_printf(&b,
-                      "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->body(c); "
-                      "mw_store_result(c, r); break; }\n",
-                      t->kind, i, t->name);
-    }
+    for (int k = 0; k < progs[i]->ntasks; ++k) put_dispatch_case(&b, i, &progs[i]->tasks[k]);
   mw__sb_puts(&b,
               "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"
+              "  }\n}\n");
+  /* the kinds that never await, run as plain calls by the await that claims them */
+  mw__sb_puts(&b, "__device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      if (task_is_leaf(progs[i], &progs[i]->tasks[k])) put_dispatch_case(&b, i, &progs[i]->tasks[k]);
+  mw__sb_puts(&b,
+              "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such leaf task kind in the executor\");\n"
               "  }\n}\n");
   mw__sb_printf(&b,
                 "extern \"C\" __global__ void __launch_bounds__(128) mw_executor_kernel(mw_state "

@@ -74,7 +74,11 @@ struct mw_kind_info {
   mw_u32 frame_bytes; /* sizeof its frame struct (parameters and locals) */
   mw_u32 args_bytes;  /* bytes of its argument struct as spawns copy it (multiple of 8) */
   mw_u32 futargs;     /* bit i: the 8 argument bytes at 8 * i are a future */
+  mw_u32 flags;       /* MW_KIND_* */
 };
+/* The body never awaits: it cannot suspend, so an await that claims it runs it as a plain call
+ * (mw_run_leaf) rather than as a level of the trampoline. */
+#define MW_KIND_LEAF 1u
 
 struct mw_ctx {
   /* settings, copied once at the start: never re-read from writable memory */
@@ -138,6 +142,7 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
+__device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *frame); /* MW_KIND_LEAF kinds only */
 __device__ const mw_kind_info *mw_kind(mw_u32 kind);
 __device__ const char *mw_kind_name(mw_u32 kind);
 
@@ -1247,6 +1252,67 @@ __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
 
 __device__ __noinline__ bool mw_suspend(mw_ctx *c);
 __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off);
+__device__ __noinline__ void mw_finish_level(mw_ctx *c);
+
+/* Whether a claimed child of kind ki may run as a plain call from the await (mw_run_leaf): it
+ * never awaits, and nothing wants the trampoline between runs (a trace records each run there,
+ * a trace switch is taken up there). Lane 0. MW_NO_LEAF_CALL keeps every child on the
+ * trampoline, to compare. */
+__device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *ki) {
+#ifdef MW_NO_LEAF_CALL
+  return false;
+#else
+  return (ki->flags & MW_KIND_LEAF) && !c->trace_ev && !c->trace_due;
+#endif
+}
+
+/* Runs the child in record r, claimed by this warp (OWNED), at once as level d + 1, from the
+ * await of level d: set up as mw_call_child does, run through mw_dispatch_leaf, finished, and
+ * level d's run goes on with its state as it was. The child never awaits, so it ends in this
+ * call, done or failed, and its result is in the warp's recent results like any inline child's.
+ * The call graph stays acyclic: a leaf body does not reach mw_await_more. Collective. */
+__device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
+  const mw_u32 kind = c->kind, poff = c->off, resume = c->resume;
+  mw_call_child(c, r, off);
+  c->d++;
+  mw_u32 a = 0;
+  if (c->lane == 0) {
+    mw_level *K = MW_LV(c);
+    a = K->kind | (K->flags & MW_LV_CANCELLED ? 256u : 0u);
+  }
+  a = mw_bcast(a);
+  c->kind = a & 255u;
+  c->off = off;
+  c->resume = 0;
+  c->status = MW_RUN_DONE;
+  c->fail_code = 0;
+  c->fail_msg = 0;
+  c->fail_fut = 0;
+  c->value = 0;
+  c->cancelled = (a >> 8) & 1u;
+  if (!c->cancelled) { /* cancelled before it started: it never runs */
+    MW_PROBE(MW_PR_RUN);
+    mw_dispatch_leaf(c, c->kind, c->stk + off);
+    __syncwarp();
+  }
+  if (c->lane == 0) mw_finish_level(c);
+  __syncwarp();
+  c->d--;
+  /* level d was running its body, not failed, not cancelled when it claimed the child; a
+   * cancellation that came meanwhile (the child's periodic work marks the levels) stops it at
+   * its await as on the trampoline */
+  mw_u32 cx = 0;
+  if (c->lane == 0) cx = (MW_LV(c)->flags & MW_LV_CANCELLED) != 0;
+  c->kind = kind;
+  c->off = poff;
+  c->resume = resume;
+  c->status = MW_RUN_DONE;
+  c->fail_code = 0;
+  c->fail_msg = 0;
+  c->fail_fut = 0;
+  c->value = 0;
+  c->cancelled = mw_bcast(cx);
+}
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
  * passed (the first failure noted), the first spawn of this warp still in a record runs inline
@@ -1255,9 +1321,12 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
  * it was woken: then nothing is left to wait for). Collective. */
 __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
   MW_PROBE(MW_PR_MORE);
-  enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3 };
+  enum { ALL_DONE = 0, CALL = 1, SUSPEND = 2, NEST = 3, LEAF = 4 };
   mw_u32 act = ALL_DONE, arg = 0, coff = 0;
   mw_rec *nest = 0;
+again:
+  act = ALL_DONE;
+  arg = 0;
   if (c->nest && !c->cancelled && c->d + 1 < MW_LEVELS) {
     /* a woken task waited in the CTA: run it first, above this level (protocol.h, levels) */
     c->nest = 0;
@@ -1306,9 +1375,10 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
       int r = mw_rec_find(c, h, &rs);
       if (r >= 0 && c->d + 1 < MW_LEVELS) {
         mw_rec *rec = &MW_WS(c)->rec[r];
-        if (coff + mw_kind(rec->kind)->frame_bytes <= MW_LSTACK_BYTES &&
+        const mw_kind_info *ki = mw_kind(rec->kind);
+        if (coff + ki->frame_bytes <= MW_LSTACK_BYTES &&
             atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs) {
-          act = CALL;
+          act = mw_leaf_call_ok(c, ki) ? LEAF : CALL;
           arg = (mw_u32)r;
           break;
         }
@@ -1332,6 +1402,11 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
   if ((act & 15u) == CALL) {
     mw_call_child(c, (act >> 4) & 255u, act >> 12);
     return true;
+  }
+  if ((act & 15u) == LEAF) { /* it ran here and then: the await goes on from it */
+    mw_run_leaf(c, (act >> 4) & 255u, act >> 12);
+    nest = 0;
+    goto again;
   }
   if ((act & 15u) == SUSPEND) return mw_suspend(c);
   return false;
