@@ -90,7 +90,7 @@ if [[ $steps == *" probes "* ]]; then
   for v in ${PROBE_VARIANTS:--}; do
     [ "$v" = - ] && v=
     echo "# variant: ${v:-default}" | tee -a "$out/probes.txt"
-    for w in 1 4; do
+    for w in ${PROBE_WORKERS:-1 4}; do
       MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 |
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
     done
