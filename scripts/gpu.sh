@@ -64,6 +64,7 @@ if want bench; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw --format=csv -lms 1000 >"$out/clocks.csv" 2>&1 &
   smi=$!
   timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/bench.txt"
+  timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt" # the same without Lua
   timeout 60 luajit bench/hops.lua cuda 2000 2>&1 | tee -a "$out/bench.txt"
   timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
     export MW_BASELINES=$PWD/build-gpu/baselines

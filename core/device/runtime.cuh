@@ -848,6 +848,16 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
   t = mw_bcast64(t);
   volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
   mw_frame_hdr *fh = mw_frame(c, f);
+  /* the cell's head (lane 0) and its arguments (all lanes) are read in one go: the loads cross
+   * the bus together, not one round trip after the other */
+  mw_u64 fut = 0;
+  mw_u32 kind = 0, flags = 0, bn = 0;
+  if (c->lane == 0) {
+    fut = cell->fut;
+    kind = cell->kind;
+    flags = cell->flags;
+    bn = cell->bulk_n;
+  }
   /* payload: the argument struct, then zeroes up to the frame's end */
   mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
   const volatile mw_u32 *src = (const volatile mw_u32 *)cell->args;
@@ -856,8 +866,6 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
     dst[i] = i < MW_INBOX_ARG_BYTES / 4 ? src[i] : 0u;
   __syncwarp();
   if (c->lane == 0) {
-    mw_u64 fut = cell->fut;
-    mw_u32 kind = cell->kind, flags = cell->flags, bn = cell->bulk_n;
     __threadfence_system();
     cell->seq = t + st->inbox_cap; /* the cell is free again */
     mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);

@@ -1,0 +1,61 @@
+/* roundtrip.c - the host round trip from C (spawn a task that returns at once, await it), with
+ * no Lua in the path, to set beside bench/core.lua's figure from Lua.
+ *   build/bench_roundtrip [n]   (n round trips after 200 warm ones; default 5000) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "moonwarp.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 5000;
+  if (n < 1) n = 1;
+  mw_runtime *rt;
+  int rc = mw_runtime_create(NULL, &rt);
+  if (rc) {
+    fprintf(stderr, "runtime: %s: %s\n", mw_err_name(rc), mw_last_error());
+    return 1;
+  }
+  mw_program *prog;
+  mw_compile_desc cd = {"roundtrip.c", NULL, 1};
+  if ((rc = mw_program_compile(rt, "task int nop() { return 1; }\n", &cd, &prog))) {
+    fprintf(stderr, "compile: %s\n%s\n", mw_err_name(rc), mw_runtime_last_error(rt));
+    mw_runtime_close(rt, 0);
+    return 1;
+  }
+  int nop = mw_program_find(prog, "nop");
+  double *lat = malloc(sizeof *lat * (size_t)n);
+  if (!lat) return 1;
+  for (int i = -200; i < n; ++i) {
+    mw_future f;
+    mw_result res;
+    double t0 = now();
+    if ((rc = mw_spawn(rt, prog, nop, NULL, 0, -1, &f)) || (rc = mw_future_await(rt, f, 10.0, &res))) {
+      fprintf(stderr, "round trip: %s: %s\n", mw_err_name(rc), mw_runtime_last_error(rt));
+      mw_runtime_close(rt, 0);
+      return 1;
+    }
+    if (i >= 0) lat[i] = (now() - t0) * 1e6;
+    mw_future_release(rt, f);
+    if (res.status != MW_OK || res.value.i != 1) {
+      fprintf(stderr, "round trip: wrong result\n");
+      return 1;
+    }
+  }
+  qsort(lat, (size_t)n, sizeof *lat, cmp);
+  printf("C round trip on %s, %d: p50 %.2f us, p99 %.2f us, min %.2f us\n", mw_runtime_backend(rt), n,
+         lat[n / 2], lat[(int)(n * 0.99)], lat[0]);
+  free(lat);
+  return mw_runtime_close(rt, 0) ? 1 : 0;
+}
