@@ -55,7 +55,7 @@ describe("cmake --install", function()
       local status, out = support.run("cmake --install " .. q(build) .. " --prefix " .. q(prefix)
         .. " >/dev/null && cd " .. q(prefix) .. " && find . -type f | sort")
       assert.equals(0, status, out)
-      for _, f in ipairs { "./include/moonwarp.h", "./lib/libmoonwarp.so", "./lib/moonwarp-device",
+      for _, f in ipairs { "./include/moonwarp.h", "./lib/libmoonwarp.so", "./libexec/moonwarp/moonwarp-device",
         "./lib/pkgconfig/moonwarp.pc", "./lib/lua/5.1/moonwarp/core.so",
         "./share/lua/5.1/moonwarp/init.lua" } do
         assert.truthy(out:find(f .. "\n", 1, true), f .. " missing in:\n" .. out)
@@ -69,4 +69,24 @@ describe("cmake --install", function()
       assert.truthy(out:find("fib(11) = 89 on sim", 1, true), out)
       support.run("rm -rf " .. q(prefix))
     end)
+
+  it("an installed library starts the device process from libexec", function()
+    if support.run("command -v strace >/dev/null") ~= 0 then
+      pending("strace is not installed: the program the library starts cannot be seen")
+      return
+    end
+    local prefix = os.tmpname()
+    os.remove(prefix)
+    local q = support.shell_quote
+    local status, out = support.run("cmake --install " .. q(build) .. " --prefix " .. q(prefix)
+      .. " >/dev/null && cc examples/hello_host.c -I" .. q(prefix .. "/include") .. " -L"
+      .. q(prefix .. "/lib") .. " -lmoonwarp -Wl,-rpath," .. q(prefix .. "/lib") .. " -o "
+      .. q(prefix .. "/hello_host"))
+    assert.equals(0, status, out)
+    -- a cuda runtime starts it with or without a GPU (without one, the process says so)
+    status, out = support.run("MOONWARP_BACKEND=cuda strace -f -e trace=execve "
+      .. q(prefix .. "/hello_host") .. " 5 2>&1")
+    support.run("rm -rf " .. q(prefix))
+    assert.truthy(out:find("/libexec/moonwarp/moonwarp-device\"", 1, true), out)
+  end)
 end)

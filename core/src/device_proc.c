@@ -338,11 +338,12 @@ static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload
 
 /* ---- starting a device process ----------------------------------------------------------- */
 
-/* The device process is a fresh program, moonwarp-device, installed next to the library: a
- * forked copy of this process would not do, because NVRTC loads the driver into this process
- * when it compiles, and the driver refuses to initialise in a child forked after that. Found
- * at $MOONWARP_DEVICE_PROCESS, else beside the shared object holding this code (libmoonwarp.so
- * or the Lua module), else one or two folders up (the build tree). */
+/* The device process is a fresh program, moonwarp-device: a forked copy of this process would
+ * not do, because NVRTC loads the driver into this process when it compiles, and the driver
+ * refuses to initialise in a child forked after that. Found at $MOONWARP_DEVICE_PROCESS, else
+ * beside the shared object holding this code (the Lua module of a rock or a build), else in
+ * MW_LIBEXEC_REL from its folder (an installed libmoonwarp.so: libexec/moonwarp), else one or
+ * two folders up (the build tree). */
 static const char *device_program(void) {
   static char path[4096];
   static int done;
@@ -363,6 +364,12 @@ static const char *device_program(void) {
     *slash = 0;
     snprintf(path, sizeof path, "%s/moonwarp-device", dir);
     if (access(path, X_OK) == 0) return path;
+#ifdef MW_LIBEXEC_REL
+    if (up == 0) {
+      snprintf(path, sizeof path, "%s/%s/moonwarp-device", dir, MW_LIBEXEC_REL);
+      if (access(path, X_OK) == 0) return path;
+    }
+#endif
   }
   path[0] = 0;
   return NULL;
