@@ -1,7 +1,11 @@
 /* backend_sim.c - the sim backend: the generated program built by the host C++ compiler into a
  * shared object, its executor run by host threads (one per warp; 32 fibers each, see sim_shim.h). */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +22,16 @@
 #define MW_SIM_CXX "c++"
 #endif
 #define SIM_FLAGS "-std=c++17 -O2 -g -fPIC -shared -pthread -w -fno-strict-aliasing"
-#define SIM_LIBS "-lboost_context"
+/* Boost.Context as the build found it (CMake): its library, and -I its headers when they are
+ * not in a system folder */
+#ifndef MW_SIM_LIB
+#define MW_SIM_LIB "-lboost_context"
+#endif
+#ifndef MW_SIM_INCLUDE
+#define MW_SIM_INCLUDE ""
+#endif
+/* A compile that takes longer than this is stopped (a hung compiler must not hang the runtime). */
+#define SIM_COMPILE_TIMEOUT_S 600.0
 #define SIM_DEFAULT_WORKERS 4u
 #define SIM_MAX_WORKERS 64u
 
@@ -121,21 +134,60 @@ static int sim_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
   return 0;
 }
 
-/* Runs the compiler; its output goes to log_path. Returns the exit status. */
+/* Splits s at blanks into argv (at most max - 1 words, NULL-terminated) in buf. Returns the count. */
+static int split_words(const char *s, char *buf, size_t cap, char **argv, int max) {
+  int n = 0;
+  snprintf(buf, cap, "%s", s);
+  for (char *save = NULL, *w = strtok_r(buf, " \t", &save); w && n < max - 1; w = strtok_r(NULL, " \t", &save))
+    argv[n++] = w;
+  argv[n] = NULL;
+  return n;
+}
+
+/* Runs the compiler (posix_spawn: safe while the executor's threads run; no shell), its output
+ * to log_path, for at most SIM_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
+ * start, -2 if it ran out of time (it is killed). */
 static int run_compiler(const char *cpp, const char *so, const char *log_path) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    FILE *f = freopen(log_path, "w", stderr);
-    if (f) dup2(fileno(stderr), 1);
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "exec %s %s -o '%s' '%s' %s", sim_cxx(), SIM_FLAGS, so, cpp,
-             SIM_LIBS);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
+  char cxxbuf[1024], flagbuf[512], incbuf[1024];
+  char *argv[96];
+  int n = split_words(sim_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
+  if (n == 0) return -1;
+  n += split_words(SIM_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
+  n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
+  argv[n++] = (char *)"-o";
+  argv[n++] = (char *)so;
+  argv[n++] = (char *)cpp;
+  argv[n++] = (char *)MW_SIM_LIB;
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa)) return -1;
+  posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  pid_t pid;
+  extern char **environ;
+  int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err) {
+    FILE *f = fopen(log_path, "w");
+    if (f) {
+      fprintf(f, "cannot start the C++ compiler %s: %s\n", argv[0], strerror(err));
+      fclose(f);
+    }
+    return -1;
   }
+  double end = mw__now() + SIM_COMPILE_TIMEOUT_S;
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0) {
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return -1;
+    if (mw__now() > end) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      return -2;
+    }
+    mw__sleep_ns(2000000);
   }
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -186,13 +238,17 @@ static int sim_build(mw_runtime *rt, const char *source) {
       mw__rt_error(rt, "cannot write %s", cpp);
     } else {
       int st = run_compiler(cpp, so, logp);
-      if (st != 0) {
+      if (st == -2) {
+        mw__rt_error(rt, "the C++ compiler (%s) took longer than %.0f s and was stopped", cxx,
+                     SIM_COMPILE_TIMEOUT_S);
+        rc = MW_ETIMEDOUT;
+      } else if (st != 0) {
         char *log = NULL;
         mw__read_file(logp, &log, NULL);
         mw__rt_error(rt, "%s%s", log && *log ? log : "the C++ compiler failed: ",
                      log && *log ? "" : cxx);
         free(log);
-        rc = st == 127 ? MW_ENODEV : MW_ECOMPILE;
+        rc = st == -1 ? MW_ENODEV : MW_ECOMPILE;
       } else if (mw__read_file(so, (char **)&data, &size) == 0) {
         mw__cache_put(key, "so", data, size);
         free(data);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,12 +237,15 @@ typedef struct proxy {
 #define MAX_ZOMBIES 64
 static pid_t zombies[MAX_ZOMBIES];
 static int nzombies;
+static pthread_mutex_t zombies_lock = PTHREAD_MUTEX_INITIALIZER; /* runtimes on several threads */
 
 static void reap_zombies(void) {
+  pthread_mutex_lock(&zombies_lock);
   int j = 0;
   for (int i = 0; i < nzombies; ++i)
     if (waitpid(zombies[i], NULL, WNOHANG) == 0) zombies[j++] = zombies[i];
   nzombies = j;
+  pthread_mutex_unlock(&zombies_lock);
 }
 
 /* Waits up to timeout_s for the child to exit; else leaves it for reap_zombies. */
@@ -253,7 +257,9 @@ static void collect(pid_t pid, double timeout_s) {
     if (mw__now() > end) break;
     mw__sleep_ns(1000000);
   }
+  pthread_mutex_lock(&zombies_lock);
   if (nzombies < MAX_ZOMBIES) zombies[nzombies++] = pid;
+  pthread_mutex_unlock(&zombies_lock);
 }
 
 /* Marks the device process unusable, kills it, and says why in rt->err. */
@@ -344,35 +350,39 @@ static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload
  * beside the shared object holding this code (the Lua module of a rock or a build), else in
  * MW_LIBEXEC_REL from its folder (an installed libmoonwarp.so: libexec/moonwarp), else one or
  * two folders up (the build tree). */
+static char device_path[4096];
+static pthread_once_t device_path_once = PTHREAD_ONCE_INIT;
+static void find_device_program(void);
 static const char *device_program(void) {
-  static char path[4096];
-  static int done;
-  if (done) return path[0] ? path : NULL;
-  done = 1;
+  pthread_once(&device_path_once, find_device_program); /* two runtimes may start on two threads */
+  return device_path[0] ? device_path : NULL;
+}
+static void find_device_program(void) {
+  char *path = device_path;
+  size_t cap = sizeof device_path;
   const char *env = getenv("MOONWARP_DEVICE_PROCESS");
   if (env && *env) {
-    snprintf(path, sizeof path, "%s", env);
-    return path;
+    snprintf(path, cap, "%s", env);
+    return;
   }
   Dl_info info;
-  if (!dladdr((void *)&device_program, &info) || !info.dli_fname) return NULL;
+  if (!dladdr((void *)&device_program, &info) || !info.dli_fname) return;
   char dir[4000];
   snprintf(dir, sizeof dir, "%s", info.dli_fname);
   for (int up = 0; up < 3; ++up) {
     char *slash = strrchr(dir, '/');
     if (!slash) break;
     *slash = 0;
-    snprintf(path, sizeof path, "%s/moonwarp-device", dir);
-    if (access(path, X_OK) == 0) return path;
+    snprintf(path, cap, "%s/moonwarp-device", dir);
+    if (access(path, X_OK) == 0) return;
 #ifdef MW_LIBEXEC_REL
     if (up == 0) {
-      snprintf(path, sizeof path, "%s/%s/moonwarp-device", dir, MW_LIBEXEC_REL);
-      if (access(path, X_OK) == 0) return path;
+      snprintf(path, cap, "%s/%s/moonwarp-device", dir, MW_LIBEXEC_REL);
+      if (access(path, X_OK) == 0) return;
     }
 #endif
   }
   path[0] = 0;
-  return NULL;
 }
 
 /* Entry of the device process: `moonwarp-device serve` (socket on fd 3, status page on fd 4) or
@@ -719,12 +729,18 @@ const mw__backend_ops mw__backend_cuda = {
 int mw__cuda_probe_isolated(char *err, size_t n) {
   static int done, rc;
   static char msg[1024];
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* one probe, whatever the threads */
+  pthread_mutex_lock(&lock);
   if (done) {
     snprintf(err, n, "%s", msg);
+    pthread_mutex_unlock(&lock);
     return rc;
   }
   int pfd[2];
-  if (pipe2(pfd, O_CLOEXEC)) return MW_EIO;
+  if (pipe2(pfd, O_CLOEXEC)) {
+    pthread_mutex_unlock(&lock);
+    return MW_EIO;
+  }
   pid_t pid = spawn_device("probe", pfd[1], -1);
   close(pfd[1]);
   int r = MW_ENODEV;
@@ -752,5 +768,6 @@ int mw__cuda_probe_isolated(char *err, size_t n) {
   snprintf(msg, sizeof msg, "%s", m);
   done = 1;
   snprintf(err, n, "%s", msg);
+  pthread_mutex_unlock(&lock);
   return rc;
 }
