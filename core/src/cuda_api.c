@@ -27,11 +27,9 @@ static const struct {
     SYM(cuDeviceGetName, "cuDeviceGetName"),
     SYM(cuCtxDestroy, "cuCtxDestroy_v2"),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent"),
-    SYM(cuCtxSynchronize, "cuCtxSynchronize"),
     SYM(cuModuleLoadData, "cuModuleLoadData"),
     SYM(cuModuleUnload, "cuModuleUnload"),
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),
-    SYM(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
     SYM(cuLaunchKernel, "cuLaunchKernel"),
     SYM(cuStreamCreate, "cuStreamCreate"),
     SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
@@ -47,14 +45,12 @@ static const struct {
     SYM(cuMemHostRegister, "cuMemHostRegister_v2"),
     SYM(cuMemHostUnregister, "cuMemHostUnregister"),
     SYM(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
-    SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
     SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
     SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     SYM(cuMemsetD8, "cuMemsetD8_v2"),
     SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor,
         "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
-    SYM(cuFuncGetAttribute, "cuFuncGetAttribute"),
     SYM(cuGetErrorName, "cuGetErrorName"),
     SYM(cuGetErrorString, "cuGetErrorString"),
 #undef SYM
@@ -201,40 +197,11 @@ int mw__cuda_load(char *err, size_t errlen) {
  * itself (not loaded, or cuGetErrorName failed). */
 static const char *builtin_name(mw_CUresult r) {
   switch (r) {
-#define NAME(x)             \
-  case MW_##x:              \
-    return #x;
-    NAME(CUDA_SUCCESS)
-    NAME(CUDA_ERROR_INVALID_VALUE)
-    NAME(CUDA_ERROR_OUT_OF_MEMORY)
-    NAME(CUDA_ERROR_NOT_INITIALIZED)
-    NAME(CUDA_ERROR_DEINITIALIZED)
-    NAME(CUDA_ERROR_STUB_LIBRARY)
-    NAME(CUDA_ERROR_NO_DEVICE)
-    NAME(CUDA_ERROR_INVALID_DEVICE)
-    NAME(CUDA_ERROR_INVALID_IMAGE)
-    NAME(CUDA_ERROR_INVALID_CONTEXT)
-    NAME(CUDA_ERROR_NO_BINARY_FOR_GPU)
-    NAME(CUDA_ERROR_INVALID_PTX)
-    NAME(CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-    NAME(CUDA_ERROR_INVALID_HANDLE)
-    NAME(CUDA_ERROR_NOT_FOUND)
-    NAME(CUDA_ERROR_NOT_READY)
-    NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
-    NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
-    NAME(CUDA_ERROR_LAUNCH_TIMEOUT)
-    NAME(CUDA_ERROR_ASSERT)
-    NAME(CUDA_ERROR_HARDWARE_STACK_ERROR)
-    NAME(CUDA_ERROR_ILLEGAL_INSTRUCTION)
-    NAME(CUDA_ERROR_MISALIGNED_ADDRESS)
-    NAME(CUDA_ERROR_INVALID_ADDRESS_SPACE)
-    NAME(CUDA_ERROR_INVALID_PC)
-    NAME(CUDA_ERROR_LAUNCH_FAILED)
-    NAME(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-    NAME(CUDA_ERROR_TENSOR_MEMORY_LEAK)
-    NAME(CUDA_ERROR_NOT_SUPPORTED)
-    NAME(CUDA_ERROR_UNKNOWN)
-#undef NAME
+#define MW_CUDA_NAME(name, value) \
+  case MW_##name:                \
+    return #name;
+    MW_CUDA_RESULTS(MW_CUDA_NAME)
+#undef MW_CUDA_NAME
   default:
     return NULL;
   }

@@ -16,37 +16,44 @@ typedef struct CUfunc_st *mw_CUfunction;
 typedef struct CUstream_st *mw_CUstream;
 typedef unsigned long long mw_CUdeviceptr;
 
+/* The driver's result codes moonwarp meets, once: the enum below and the names the library
+ * gives when the driver cannot name a code itself (cuda_api.c). */
+#define MW_CUDA_RESULTS(X) \
+  X(CUDA_SUCCESS, 0) \
+  X(CUDA_ERROR_INVALID_VALUE, 1) \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2) \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3) \
+  X(CUDA_ERROR_DEINITIALIZED, 4) \
+  X(CUDA_ERROR_STUB_LIBRARY, 34) \
+  X(CUDA_ERROR_NO_DEVICE, 100) \
+  X(CUDA_ERROR_INVALID_DEVICE, 101) \
+  X(CUDA_ERROR_INVALID_IMAGE, 200) \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201) \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209) \
+  X(CUDA_ERROR_INVALID_PTX, 218) \
+  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222) \
+  X(CUDA_ERROR_INVALID_HANDLE, 400) \
+  X(CUDA_ERROR_NOT_FOUND, 500) \
+  X(CUDA_ERROR_NOT_READY, 600) \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700) \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701) \
+  X(CUDA_ERROR_LAUNCH_TIMEOUT, 702) \
+  X(CUDA_ERROR_ASSERT, 710) \
+  X(CUDA_ERROR_HARDWARE_STACK_ERROR, 714) \
+  X(CUDA_ERROR_ILLEGAL_INSTRUCTION, 715) \
+  X(CUDA_ERROR_MISALIGNED_ADDRESS, 716) \
+  X(CUDA_ERROR_INVALID_ADDRESS_SPACE, 717) \
+  X(CUDA_ERROR_INVALID_PC, 718) \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719) \
+  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720) \
+  X(CUDA_ERROR_TENSOR_MEMORY_LEAK, 721) \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801) \
+  X(CUDA_ERROR_UNKNOWN, 999)
+
 enum {
-  MW_CUDA_SUCCESS = 0,
-  MW_CUDA_ERROR_INVALID_VALUE = 1,
-  MW_CUDA_ERROR_OUT_OF_MEMORY = 2,
-  MW_CUDA_ERROR_NOT_INITIALIZED = 3,
-  MW_CUDA_ERROR_DEINITIALIZED = 4,
-  MW_CUDA_ERROR_STUB_LIBRARY = 34,
-  MW_CUDA_ERROR_NO_DEVICE = 100,
-  MW_CUDA_ERROR_INVALID_DEVICE = 101,
-  MW_CUDA_ERROR_INVALID_IMAGE = 200,
-  MW_CUDA_ERROR_INVALID_CONTEXT = 201,
-  MW_CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
-  MW_CUDA_ERROR_INVALID_PTX = 218,
-  MW_CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
-  MW_CUDA_ERROR_INVALID_HANDLE = 400,
-  MW_CUDA_ERROR_NOT_FOUND = 500,
-  MW_CUDA_ERROR_NOT_READY = 600,
-  MW_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
-  MW_CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
-  MW_CUDA_ERROR_LAUNCH_TIMEOUT = 702,
-  MW_CUDA_ERROR_ASSERT = 710,
-  MW_CUDA_ERROR_HARDWARE_STACK_ERROR = 714,
-  MW_CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
-  MW_CUDA_ERROR_MISALIGNED_ADDRESS = 716,
-  MW_CUDA_ERROR_INVALID_ADDRESS_SPACE = 717,
-  MW_CUDA_ERROR_INVALID_PC = 718,
-  MW_CUDA_ERROR_LAUNCH_FAILED = 719,
-  MW_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
-  MW_CUDA_ERROR_TENSOR_MEMORY_LEAK = 721,
-  MW_CUDA_ERROR_NOT_SUPPORTED = 801,
-  MW_CUDA_ERROR_UNKNOWN = 999
+#define MW_CUDA_ENUM(name, value) MW_##name = value,
+  MW_CUDA_RESULTS(MW_CUDA_ENUM)
+#undef MW_CUDA_ENUM
 };
 
 enum {
@@ -115,12 +122,9 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuCtxCreate)(mw_CUcontext *ctx, unsigned int flags, mw_CUdevice dev);
   mw_CUresult (*cuCtxDestroy)(mw_CUcontext ctx);
   mw_CUresult (*cuCtxSetCurrent)(mw_CUcontext ctx);
-  mw_CUresult (*cuCtxSynchronize)(void);
   mw_CUresult (*cuModuleLoadData)(mw_CUmodule *mod, const void *image);
   mw_CUresult (*cuModuleUnload)(mw_CUmodule mod);
   mw_CUresult (*cuModuleGetFunction)(mw_CUfunction *fn, mw_CUmodule mod, const char *name);
-  mw_CUresult (*cuModuleGetGlobal)(mw_CUdeviceptr *dptr, size_t *bytes, mw_CUmodule mod,
-                                   const char *name);
   mw_CUresult (*cuLaunchKernel)(mw_CUfunction fn, unsigned int gx, unsigned int gy,
                                 unsigned int gz, unsigned int bx, unsigned int by,
                                 unsigned int bz, unsigned int shared_bytes, mw_CUstream stream,
@@ -139,7 +143,6 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuMemHostUnregister)(void *p);
   mw_CUresult (*cuMemFreeHost)(void *p);
   mw_CUresult (*cuMemHostGetDevicePointer)(mw_CUdeviceptr *dptr, void *p, unsigned int flags);
-  mw_CUresult (*cuMemcpyHtoD)(mw_CUdeviceptr dst, const void *src, size_t bytes);
   mw_CUresult (*cuMemcpyDtoH)(void *dst, mw_CUdeviceptr src, size_t bytes);
   mw_CUresult (*cuMemcpyHtoDAsync)(mw_CUdeviceptr dst, const void *src, size_t bytes,
                                    mw_CUstream stream);
@@ -149,7 +152,6 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, mw_CUfunction fn,
                                                              int block_size,
                                                              size_t dynamic_shared_bytes);
-  mw_CUresult (*cuFuncGetAttribute)(int *value, int attrib, mw_CUfunction fn);
   mw_CUresult (*cuGetErrorName)(mw_CUresult r, const char **name);
   mw_CUresult (*cuGetErrorString)(mw_CUresult r, const char **desc);
 
