@@ -107,21 +107,93 @@ static void publish(mw__link_status *st, int state, const char *err) {
   atomic_store_explicit(&st->state, state, memory_order_release);
 }
 
-/* Serves requests on fd until OP_CLOSE or until the library goes away. Runs in the device
- * process. */
+/* The device process's state between requests. */
+typedef struct server {
+  const mw__backend_ops *o; /* the cuda backend, in this process */
+  mw_runtime *rt;           /* the fields of a runtime that the backend's ops use */
+  mw__link_status *st;
+  int opened, running;
+} server;
+
+/* Maps the memfd passed with OP_PIN and registers it with the driver; a: the device address,
+ * b: this process's mapping (the library's token for it). */
+static int serve_pin(server *sv, const mw__req *q, int passed, uint64_t *a, uint64_t *b) {
+  mw_runtime *rt = sv->rt;
+  void *p = passed >= 0 ? mmap(NULL, q->a, PROT_READ | PROT_WRITE, MAP_SHARED, passed, 0) : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    snprintf(rt->err, sizeof rt->err, "the device process cannot map shared memory: %s", strerror(errno));
+    return MW_ENOMEM;
+  }
+  int rc = mw__cuda_register_host(rt, p, q->a, a);
+  if (rc) munmap(p, q->a);
+  else *b = (uint64_t)(uintptr_t)p;
+  return rc;
+}
+
+/* Carries out one request (device_link.h) with its payload (data, which it may keep: it sets
+ * *data to NULL then); the reply's fields in *a, *b, its payload in *out. */
+static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint64_t *a, uint64_t *b,
+                     void **out, size_t *outlen) {
+  const mw__backend_ops *o = sv->o;
+  mw_runtime *rt = sv->rt;
+  int rc = 0;
+  switch (q->op) {
+    case MW_OP_OPEN:
+      rt->desc.device = (int)q->a;
+      rt->desc.workers = (uint32_t)q->b;
+      rc = o->open(rt, &rt->desc);
+      sv->opened = !rc;
+      *a = rt->max_workers;
+      *b = rt->nworkers | (sv->opened ? (uint64_t)mw__cuda_arch(rt) << 32 : 0);
+      return rc;
+    case MW_OP_PIN: return serve_pin(sv, q, passed, a, b);
+    case MW_OP_UNPIN:
+      mw__cuda_unregister_host(rt, (void *)(uintptr_t)q->a);
+      munmap((void *)(uintptr_t)q->a, q->b);
+      return 0;
+    case MW_OP_ALLOC: return o->alloc(rt, q->a, a);
+    case MW_OP_FREE: o->free(rt, q->a); return 0;
+    case MW_OP_H2D: return o->h2d(rt, q->a, *data, q->len);
+    case MW_OP_D2H:
+      *out = malloc(q->b ? q->b : 1);
+      if (!*out) return MW_ENOMEM;
+      if (!(rc = o->d2h(rt, *out, q->a, q->b))) *outlen = q->b;
+      return rc;
+    case MW_OP_H2D_STAGED: return o->h2d(rt, q->a, (const void *)(uintptr_t)q->b, q->c);
+    case MW_OP_D2H_STAGED: return o->d2h(rt, (void *)(uintptr_t)q->b, q->a, q->c);
+    case MW_OP_IMAGE:
+      mw__cuda_set_next_image(rt, *data);
+      *data = NULL;
+      return 0;
+    case MW_OP_LAUNCH:
+      rt->state_dev = q->a;
+      rt->nworkers = (uint32_t)q->b;
+      rt->state.nworkers = rt->nworkers;
+      rc = o->launch(rt);
+      if (!rc) {
+        sv->running = 1;
+        publish(sv->st, 1, NULL);
+      }
+      *a = rt->nworkers;
+      return rc;
+    default:
+      snprintf(rt->err, sizeof rt->err, "unknown request %u", q->op);
+      return MW_EINVAL;
+  }
+}
+
+/* Serves requests on fd until OP_CLOSE or until the library goes away; between requests,
+ * watches the executor while it runs. Runs in the device process. */
 static int serve(int fd, mw__link_status *st) {
-  const mw__backend_ops *o = &mw__backend_cuda_local;
-  mw_runtime *rt = calloc(1, sizeof *rt);
-  if (!rt) return 1;
-  rt->ops = o;
-  int opened = 0, running = 0;
+  server sv = {&mw__backend_cuda_local, calloc(1, sizeof(mw_runtime)), st, 0, 0};
+  if (!sv.rt) return 1;
+  sv.rt->ops = sv.o;
   for (;;) {
-    /* between requests: watch the executor while it runs */
-    if (!wait_fd(fd, POLLIN, running ? 0 : -1)) {
-      int q = o->query(rt);
+    if (!wait_fd(fd, POLLIN, sv.running ? 0 : -1)) {
+      int q = sv.o->query(sv.rt);
       if (q != 1) {
-        publish(st, q, q < 0 ? rt->err : NULL);
-        running = 0;
+        publish(st, q, q < 0 ? sv.rt->err : NULL);
+        sv.running = 0;
         continue;
       }
       struct timespec ts = {0, MW_LINK_POLL_US * 1000L};
@@ -137,75 +209,20 @@ static int serve(int fd, mw__link_status *st) {
       data = malloc(q.len);
       if (!data || recv_all(fd, data, q.len, -1)) break;
     }
-    rt->err[0] = 0;
-    int rc = 0;
+    if (q.op == MW_OP_CLOSE) {
+      free(data);
+      if (sv.opened) sv.o->close(sv.rt);
+      reply(fd, 0, NULL, 0, 0, NULL, 0);
+      return 0;
+    }
+    sv.rt->err[0] = 0;
     uint64_t a = 0, b = 0;
     void *out = NULL;
     size_t outlen = 0;
-    switch (q.op) {
-      case MW_OP_OPEN:
-        rt->desc.device = (int)q.a;
-        rt->desc.workers = (uint32_t)q.b;
-        rc = o->open(rt, &rt->desc);
-        opened = !rc;
-        a = rt->max_workers;
-        b = rt->nworkers | (opened ? (uint64_t)mw__cuda_arch(rt) << 32 : 0);
-        break;
-      case MW_OP_PIN: {
-        void *p = passed >= 0 ? mmap(NULL, q.a, PROT_READ | PROT_WRITE, MAP_SHARED, passed, 0)
-                              : MAP_FAILED;
-        if (p == MAP_FAILED) {
-          rc = MW_ENOMEM;
-          snprintf(rt->err, sizeof rt->err, "the device process cannot map shared memory: %s",
-                   strerror(errno));
-        } else if ((rc = mw__cuda_register_host(rt, p, q.a, &a))) {
-          munmap(p, q.a);
-        } else {
-          b = (uint64_t)(uintptr_t)p;
-        }
-        break;
-      }
-      case MW_OP_UNPIN:
-        mw__cuda_unregister_host(rt, (void *)(uintptr_t)q.a);
-        munmap((void *)(uintptr_t)q.a, q.b);
-        break;
-      case MW_OP_ALLOC: rc = o->alloc(rt, q.a, &a); break;
-      case MW_OP_FREE: o->free(rt, q.a); break;
-      case MW_OP_H2D: rc = o->h2d(rt, q.a, data, q.len); break;
-      case MW_OP_D2H:
-        out = malloc(q.b ? q.b : 1);
-        if (!out) rc = MW_ENOMEM;
-        else if (!(rc = o->d2h(rt, out, q.a, q.b))) outlen = q.b;
-        break;
-      case MW_OP_H2D_STAGED: rc = o->h2d(rt, q.a, (const void *)(uintptr_t)q.b, q.c); break;
-      case MW_OP_D2H_STAGED: rc = o->d2h(rt, (void *)(uintptr_t)q.b, q.a, q.c); break;
-      case MW_OP_IMAGE:
-        mw__cuda_set_next_image(rt, data);
-        data = NULL;
-        break;
-      case MW_OP_LAUNCH:
-        rt->state_dev = q.a;
-        rt->nworkers = (uint32_t)q.b;
-        rt->state.nworkers = rt->nworkers;
-        rc = o->launch(rt);
-        if (!rc) {
-          running = 1;
-          publish(st, 1, NULL);
-        }
-        a = rt->nworkers;
-        break;
-      case MW_OP_CLOSE:
-        free(data);
-        if (opened) o->close(rt);
-        reply(fd, 0, NULL, 0, 0, NULL, 0);
-        return 0;
-      default:
-        rc = MW_EINVAL;
-        snprintf(rt->err, sizeof rt->err, "unknown request %u", q.op);
-    }
+    int rc = serve_one(&sv, &q, &data, passed, &a, &b, &out, &outlen);
     if (passed >= 0) close(passed);
     free(data);
-    int sent = reply(fd, rc, rt->err, a, b, out, outlen);
+    int sent = reply(fd, rc, sv.rt->err, a, b, out, outlen);
     free(out);
     if (sent) break;
   }
