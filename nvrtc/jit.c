@@ -254,6 +254,55 @@ static int code_of(nvrtc_result r) {
   }
 }
 
+/* The message of a failed nvrtcCompileProgram (r), from its log (taken over): the log alone
+ * for a compile error (it names the user's file and line), else what failed, with the options
+ * when one was rejected. */
+static char *compile_failure(nvrtc_result r, const char *const *opts, int nopts, char *log) {
+  if (r == NVRTC_COMPILATION && log) return log;
+  char *m;
+  if (r == NVRTC_INVALID_OPTION) {
+    size_t len = 1;
+    for (int i = 0; i < nopts; i++) len += strlen(opts[i]) + 1;
+    char *list = malloc(len);
+    if (list) {
+      list[0] = '\0';
+      for (int i = 0; i < nopts; i++) {
+        if (i) strcat(list, " ");
+        strcat(list, opts[i]);
+      }
+    }
+    m = format("NVRTC %d.%d rejected an option (%s): %s\n%s", nv_major, nv_minor,
+               nv.GetErrorString(r), list ? list : "?", log ? log : "");
+    free(list);
+  } else {
+    m = format("nvrtcCompileProgram failed: %s\n%s", nv.GetErrorString(r), log ? log : "");
+  }
+  free(log);
+  return m;
+}
+
+/* The compiled program's image (a cubin, or PTX): *out (malloc'd) and *n; on failure *text
+ * (replaced) says why. */
+static int fetch_image(nvrtc_program prog, int cubin, void **out, size_t *n, char **text) {
+  nvrtc_result r = cubin ? nv.GetCUBINSize(prog, n) : nv.GetPTXSize(prog, n);
+  if (r != NVRTC_OK || *n == 0) {
+    free(*text);
+    *text = format("nvrtcGet%sSize failed: %s", cubin ? "CUBIN" : "PTX",
+                   r != NVRTC_OK ? nv.GetErrorString(r) : "empty output");
+    return r == NVRTC_OUT_OF_MEMORY ? MW_ENOMEM : MW_ECOMPILE;
+  }
+  if (!(*out = malloc(*n))) return MW_ENOMEM;
+  r = cubin ? nv.GetCUBIN(prog, *out) : nv.GetPTX(prog, *out);
+  if (r != NVRTC_OK) {
+    free(*out);
+    *out = NULL;
+    free(*text);
+    *text = format("nvrtcGet%s failed: %s", cubin ? "CUBIN" : "PTX", nv.GetErrorString(r));
+    return code_of(r);
+  }
+  return 0;
+}
+
 int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *const *opts,
                       int nopts, void **image, size_t *size, int *is_cubin, char **log) {
   enum { FIXED_OPTS = 3 };
@@ -302,58 +351,13 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
   text = program_log(prog);
   if (r != NVRTC_OK) {
     rc = code_of(r);
-    if (r == NVRTC_COMPILATION && text) {
-      /* The log is the message: it already names the user's file and line. */
-    } else if (r == NVRTC_INVALID_OPTION) {
-      char *opt_list = NULL, *m;
-      size_t len = 1;
-      for (i = 0; i < FIXED_OPTS + nopts; i++) len += strlen(all[i]) + 1;
-      if ((opt_list = malloc(len)) != NULL) {
-        opt_list[0] = '\0';
-        for (i = 0; i < FIXED_OPTS + nopts; i++) {
-          if (i) strcat(opt_list, " ");
-          strcat(opt_list, all[i]);
-        }
-      }
-      m = format("NVRTC %d.%d rejected an option (%s): %s\n%s", nv_major, nv_minor,
-                 nv.GetErrorString(r), opt_list ? opt_list : "?", text ? text : "");
-      free(opt_list);
-      free(text);
-      text = m;
-    } else {
-      char *m = format("nvrtcCompileProgram failed: %s\n%s", nv.GetErrorString(r),
-                       text ? text : "");
-      free(text);
-      text = m;
-    }
+    text = compile_failure(r, all, FIXED_OPTS + nopts, text);
     goto done;
   }
-
-  r = cubin ? nv.GetCUBINSize(prog, &n) : nv.GetPTXSize(prog, &n);
-  if (r != NVRTC_OK || n == 0) {
-    rc = r == NVRTC_OUT_OF_MEMORY ? MW_ENOMEM : MW_ECOMPILE;
-    free(text);
-    text = format("nvrtcGet%sSize failed: %s", cubin ? "CUBIN" : "PTX",
-                  r != NVRTC_OK ? nv.GetErrorString(r) : "empty output");
-    goto done;
-  }
-  if (!(out = malloc(n))) {
-    rc = MW_ENOMEM;
-    goto done;
-  }
-  r = cubin ? nv.GetCUBIN(prog, out) : nv.GetPTX(prog, out);
-  if (r != NVRTC_OK) {
-    rc = code_of(r);
-    free(out);
-    out = NULL;
-    free(text);
-    text = format("nvrtcGet%s failed: %s", cubin ? "CUBIN" : "PTX", nv.GetErrorString(r));
-    goto done;
-  }
+  if ((rc = fetch_image(prog, cubin, &out, &n, &text)) != 0) goto done;
   *image = out;
   *size = n;
   *is_cubin = cubin;
-  rc = 0;
 
 done:
   if (prog) nv.DestroyProgram(&prog);
