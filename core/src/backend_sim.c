@@ -189,6 +189,11 @@ static int sim_build(mw_runtime *rt, const char *source) {
       if (st != 0) {
         char *log = NULL;
         mw__read_file(logp, &log, NULL);
+        char *user = log && *log ? mw__user_log(log, cpp) : NULL;
+        if (user) {
+          free(log);
+          log = user;
+        }
         mw__rt_error(rt, "%s%s", log && *log ? log : "the C++ compiler failed: ",
                      log && *log ? "" : cxx);
         free(log);

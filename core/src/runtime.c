@@ -1181,6 +1181,11 @@ MW_API int mw_compile_cubin(const char *source, const char *filename, const char
   const char *opts[] = {"-DMW_CUDA=1"};
   rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, 1, out_cubin, out_size, &is_cubin, &log);
   free(gen);
+  char *user = rc && log ? mw__user_log(log, "moonwarp.cu") : NULL;
+  if (user) {
+    free(log);
+    log = user;
+  }
   if (rc) mw__set_error_str(log ? log : "NVRTC failed");
   if (out_log) *out_log = log;
   else free(log);
