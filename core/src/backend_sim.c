@@ -227,7 +227,7 @@ static void *warp_main(void *arg) {
   int rc;
   /* -2: the lanes diverged; the warp starts over and fails the task it was running */
   while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
-    snprintf(st->workers[t->warp].abort_msg, MW_MSG_BYTES, "%s", err);
+    mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
   if (rc) {
     pthread_mutex_lock(&be->lock);
     if (!atomic_load(&be->fault)) {
