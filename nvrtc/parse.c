@@ -810,7 +810,8 @@ static const mw__task *task_named(const mw__parsed *p, const scan *sc, const tok
 }
 
 /* spawn(task, args...) and spawn_bulk(task, n, args...): a task of this program, its arity */
-static int check_spawn(scan *sc, const mw__parsed *p, const mw__task *in, const toks *T, int i) {
+static int check_spawn(scan *sc, const mw__parsed *p, const int *suspends, const mw__task *in,
+                       const toks *T, int i) {
   static const char *const spawns[] = {"spawn", "spawn_bulk"};
   char msg[600], name[64], callee[64];
   if (!is_call(sc, T, i, spawns, 2) || T->v[i + 1].match < 0) return 0;
@@ -843,6 +844,14 @@ static int check_spawn(scan *sc, const mw__parsed *p, const mw__task *in, const 
     snprintf(msg, sizeof msg, "task %s: %s of '%s', which is not a task of this program (its tasks: %s)",
              in->name, name, callee, list ? list : "?");
     free(list);
+    return fail_line(sc, T->v[i].line, msg);
+  }
+  int at = suspends[callee_t - p->tasks];
+  if (bulk && at) {
+    snprintf(msg, sizeof msg, "task %s: spawn_bulk of task %s, which spawns or awaits (line %d): "
+                              "bulk instances may not spawn or await (spawn it with spawn "
+                              "instead)",
+             in->name, callee, at);
     return fail_line(sc, T->v[i].line, msg);
   }
   int given = nargs - 1 - bulk;
@@ -943,12 +952,12 @@ static int check_await_args(scan *sc, const mw__task *t, const toks *T, int i) {
 }
 
 /* The rules for the body of task t (its text in sc->s, the locals blanked). */
-static int check_body(scan *sc, const mw__parsed *p, const mw__task *t) {
+static int check_body(scan *sc, const mw__parsed *p, const int *suspends, const mw__task *t) {
   toks T;
   char msg[600], name[64];
   int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
   if (rc) return rc;
-  for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, t, &T, i);
+  for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
   /* two awaits on one line: their resume points would be one */
   int last_line = -1;
   for (int i = 0; i < T.n && !rc; ++i) {
@@ -1009,6 +1018,18 @@ static int check_body(scan *sc, const mw__parsed *p, const mw__task *t) {
   }
   free(w.decls);
   free(w.sites);
+  free(T.v);
+  return rc;
+}
+
+/* The line of the first spawn or await in the body of t, or 0. */
+static int suspend_line(const scan *sc, const mw__task *t, int *line) {
+  static const char *const calls[] = {"spawn", "spawn_bulk", "await", "await_all", "try_await"};
+  toks T;
+  *line = 0;
+  int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
+  for (int i = 0; !rc && i < T.n && !*line; ++i)
+    if (is_call(sc, &T, i, calls, sizeof calls / sizeof calls[0])) *line = T.v[i].line;
   free(T.v);
   return rc;
 }
@@ -1120,7 +1141,13 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
   if (!rc) { /* the rules, on the source as it is compiled ('local' declarations blanked) */
     scan bodies = sc;
     bodies.s = out->src;
-    for (int k = 0; k < out->ntasks && !rc; ++k) rc = check_body(&bodies, out, &out->tasks[k]);
+    int *suspends = calloc((size_t)out->ntasks, sizeof *suspends);
+    if (!suspends) rc = MW_ENOMEM;
+    for (int k = 0; k < out->ntasks && !rc; ++k)
+      rc = suspend_line(&bodies, &out->tasks[k], &suspends[k]);
+    for (int k = 0; k < out->ntasks && !rc; ++k)
+      rc = check_body(&bodies, out, suspends, &out->tasks[k]);
+    free(suspends);
     if (!rc) rc = check_helpers(&bodies, out);
   }
   if (rc) mw__parsed_free(out);

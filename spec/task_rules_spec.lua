@@ -107,6 +107,17 @@ task int f(int x) {
   a = spawn_bulk(leaf);
   return 0;
 }]], 4, "spawn_bulk(leaf, ...) needs the number of instances after the task" },
+  { "a bulk spawn of a task that spawns", [[
+task void fan(int x) {
+  local future a;
+  a = spawn(leaf, x);
+}
+task int f(int x) {
+  local future b;
+  b = spawn_bulk(fan, 4, x);
+  await(b);
+  return 0;
+}]], 8, "spawn_bulk of task fan, which spawns or awaits (line 4): bulk instances may not spawn or await" },
   { "an await of an integer", [[
 task int f(int x) {
   local future a;
