@@ -554,6 +554,9 @@ typedef struct walk {
   int bad; /* the body could not be read as statements */
   int depth;
   int sw;  /* innermost switch, or -1 */
+  int loops; /* loops around the statement being read */
+  int stray; /* a 'break', 'case' or 'default' outside any loop or switch (the body's own
+              * switch would take it), or -1 */
   decl *decls;
   int ndecls, capdecls;
   site *sites;
@@ -727,15 +730,20 @@ static int statement(walk *w, int i, int end, int scope_end) {
       w->bad = 1;
     } else {
       int body = after_group(w, lp);
+      int loop = tk_is(sc, t, "while") || tk_is(sc, t, "for");
       if (tk_is(sc, t, "switch")) w->sw = i;
+      w->loops += loop;
       r = body < 0 ? -1 : statement(w, body, end, -1);
+      w->loops -= loop;
       w->sw = sw;
       if (r > 0 && tk_is(sc, t, "if") && r < end && tk_is(sc, &v[r], "else"))
         r = statement(w, r + 1, end, -1);
       if (r > 0) header_decl(w, lp, r);
     }
   } else if (tk_is(sc, t, "do")) {
+    w->loops++;
     r = statement(w, i + 1, end, -1);
+    w->loops--;
     if (r > 0 && r + 1 < end && tk_is(sc, &v[r], "while") && tk_is(sc, &v[r + 1], "(")) {
       r = after_group(w, r + 1);
       if (r > 0 && r < end && tk_is(sc, &v[r], ";")) ++r;
@@ -745,6 +753,7 @@ static int statement(walk *w, int i, int end, int scope_end) {
     }
   } else if (tk_is(sc, t, "case") || (tk_is(sc, t, "default") && i + 1 < end &&
                                       tk_is(sc, &v[i + 1], ":"))) {
+    if (w->sw < 0 && w->stray < 0) w->stray = i;
     int k = i + 1;
     while (k < end && !tk_is(sc, &v[k], ":")) {
       if (tk_is(sc, &v[k], ";") || tk_is(sc, &v[k], "{") || tk_is(sc, &v[k], "}")) break;
@@ -780,6 +789,7 @@ static int statement(walk *w, int i, int end, int scope_end) {
              tk_is(sc, t, "]")) {
     w->bad = 1;
   } else {
+    if (tk_is(sc, t, "break") && w->loops == 0 && w->sw < 0 && w->stray < 0) w->stray = i;
     int semi = to_semi(w, i, end);
     if (semi >= 0) {
       int name, lasting;
@@ -972,9 +982,15 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, const 
     }
     last_line = T.v[i].line;
   }
-  walk w = {sc, &T, 0, 0, -1, NULL, 0, 0, NULL, 0, 0, 0};
+  walk w = {sc, &T, 0, 0, -1, 0, -1, NULL, 0, 0, NULL, 0, 0, 0};
   if (!rc && !T.unbalanced && T.n >= 2) block(&w, 0);
   if (w.oom) rc = MW_ENOMEM;
+  if (!rc && !w.bad && !T.unbalanced && w.stray >= 0) {
+    tok_text(sc, &T.v[w.stray], name, sizeof name);
+    snprintf(msg, sizeof msg, "task %s: '%s' outside any %s", t->name, name,
+             tk_is(sc, &T.v[w.stray], "break") ? "loop or switch" : "switch");
+    rc = fail_line(sc, T.v[w.stray].line, msg);
+  }
   if (!rc && !w.bad && !T.unbalanced) {
     /* an await that is no statement of its own */
     int s = 0;

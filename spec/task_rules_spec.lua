@@ -118,6 +118,20 @@ task int f(int x) {
   await(b);
   return 0;
 }]], 8, "spawn_bulk of task fan, which spawns or awaits (line 4): bulk instances may not spawn or await" },
+  { "a break outside any loop or switch (the body's own switch would take it)", [[
+task int f(int x) {
+  if (x > 3)
+    break;
+  return x;
+}]], 4, "task f: 'break' outside any loop or switch" },
+  { "a case label outside any switch", [[
+task int f(int x) {
+  local future a;
+  a = spawn(leaf, x);
+case 5:
+  await(a);
+  return value(a);
+}]], 5, "task f: 'case' outside any switch" },
   { "an await of an integer", [[
 task int f(int x) {
   local future a;
