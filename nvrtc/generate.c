@@ -1,6 +1,6 @@
 /* generate.c - turns parsed programs into one device translation unit: state-machine task bodies,
  * typed spawn functions, the dispatch switch and the executor entry, with #line directives so
- * compiler messages name the user's file and line. */
+ * compiler messages name the user's file and line; and puts those messages in the user's terms. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* parse.c - finds task declarations in a program's source: typed signatures, bodies, locals. */
+/* parse.c - finds task declarations in a program's source (typed signatures, bodies, locals) and
+ * checks the task-language rules of their bodies. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
