@@ -1,6 +1,7 @@
 /* fuzz_parse.c - a libFuzzer target for the task-declaration parser and the source generator:
  * any input gives a program or a "file:line: message" error, never a crash, a leak or
- * undefined behaviour. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer). */
+ * undefined behaviour; the same input read as a compiler's log is put in the user's terms
+ * without fault. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!src) return 0;
   memcpy(src, data + 1, size - 1);
   src[size - 1] = 0;
+  free(mw__user_log(src, (opts & 4) ? "/tmp/moonwarp-sim-x/program.cpp" : "moonwarp.cu"));
   mw__parsed p;
   char err[512];
   memset(&p, 0, sizeof p);

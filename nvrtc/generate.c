@@ -1,6 +1,6 @@
 /* generate.c - turns parsed programs into one device translation unit: state-machine task bodies,
  * typed spawn functions, the dispatch switch and the executor entry, with #line directives so
- * compiler messages name the user's file and line. */
+ * compiler messages name the user's file and line; and puts those messages in the user's terms. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,5 +269,202 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
                 "*st) { mw_executor((mw_state *)st); }\n"
                 "extern \"C\" __attribute__((visibility(\"default\"))) unsigned mw_sim_protocol "
                 "= MW_PROTOCOL_VERSION;\n");
+  return mw__sb_take(&b);
+}
+
+/* ---- the compiler's log in the user's terms --------------------------------------------- */
+
+static int id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static int starts(const char *s, const char *w) { return !strncmp(s, w, strlen(w)); }
+
+/* the first w in [s, e), or NULL */
+static const char *find(const char *s, const char *e, const char *w) {
+  size_t n = strlen(w);
+  for (; s + n <= e; ++s)
+    if (!strncmp(s, w, n)) return s;
+  return NULL;
+}
+
+/* a closing quote of gcc's (’ in UTF-8, or ') at s: its length, else 0 */
+static size_t quote_at(const char *s) {
+  if (starts(s, "\xe2\x80\x99") || starts(s, "\xe2\x80\x98")) return 3;
+  return *s == '\'' || *s == '"' ? 1 : 0;
+}
+
+/* Skips n comma-separated items of a parameter list at s (top level); returns the position of
+ * the ',' or ')' after the last, or NULL. */
+static const char *skip_items(const char *s, int n) {
+  int depth = 0;
+  for (; *s; ++s) {
+    if (*s == '(' || *s == '<' || *s == '[') ++depth;
+    else if ((*s == ')' || *s == '>' || *s == ']') && depth > 0) --depth;
+    else if ((*s == ',' || *s == ')') && depth == 0 && --n == 0) return s;
+  }
+  return NULL;
+}
+
+/* One line of the log with the generated names put in the user's terms. */
+static void put_user_line(mw__sb *b, const char *s, const char *end) {
+  while (s < end) {
+    if (starts(s, "mw_p") && id_char(s[4]) && s[4] >= '0' && s[4] <= '9') { /* mw_p0:: */
+      const char *p = s + 4;
+      while (p < end && *p >= '0' && *p <= '9') ++p;
+      if (starts(p, "::")) {
+        s = p + 2;
+        continue;
+      }
+    }
+    if (starts(s, "((")) { /* ((mw_p0::mw_frame_f*)this)-> */
+      const char *p = find(s, end, "*)this)->"), *f = find(s, end, "mw_frame_");
+      if (p && f && f < p && p - s < 100) {
+        s = p + 9;
+        continue;
+      }
+    }
+    if (starts(s, "mw_frame_") || starts(s, "mw_args_")) { /* mw_frame_f:: mw_args_f:: */
+      const char *p = s + (s[3] == 'f' ? 9 : 8);
+      while (p < end && id_char(*p)) ++p;
+      if (starts(p, "::<anonymous>.")) {
+        s = p + 14;
+        continue;
+      }
+      if (starts(p, "::")) {
+        s = p + 2;
+        continue;
+      }
+    }
+    if (starts(s, "_mw_ret_t")) { /* ‘_mw_ret_t’ {aka ‘int’} -> ‘int’ */
+      const char *p = s + 9;
+      size_t q = quote_at(p);
+      if (q && starts(p + q, " {aka ")) {
+        const char *t = p + q + 6;
+        size_t q2 = quote_at(t);
+        const char *te = t + q2;
+        while (te < end && !quote_at(te)) ++te;
+        size_t q3 = te < end ? quote_at(te) : 0;
+        if (q2 && q3 && te[q3] == '}') {
+          mw__sb_put(b, t + q2, (size_t)(te - t - q2));
+          s = te;                 /* the closing quote stays */
+          mw__sb_put(b, s, q3);
+          s += q3 + 1;
+          continue;
+        }
+      }
+      mw__sb_puts(b, "the task's result type");
+      s += 9;
+      continue;
+    }
+    if (starts(s, "mw_spawn__") || starts(s, "mw_spawn_bulk__")) { /* mw_spawn__f(mw_ctx*, int, ...) */
+      int bulk = starts(s, "mw_spawn_bulk__");
+      const char *name = s + (bulk ? 15 : 10), *p = name;
+      while (p < end && id_char(*p)) ++p;
+      mw__sb_printf(b, "%s(%.*s", bulk ? "spawn_bulk" : "spawn", (int)(p - name), name);
+      if (bulk) mw__sb_puts(b, ", n");
+      if (starts(p, "(mw_ctx*")) {
+        const char *q = skip_items(p + 1, bulk ? 3 : 2);
+        if (q && q < end) {
+          s = q;
+          continue;
+        }
+      }
+      mw__sb_puts(b, ", ...)");
+      s = p;
+      continue;
+    }
+    if (starts(s, "struct mw_val")) s += 7;
+    if (starts(s, "mw_val") && !id_char(s[6])) {
+      mw__sb_puts(b, "value(f)");
+      s += 6;
+      continue;
+    }
+    mw__sb_put(b, s, 1);
+    ++s;
+  }
+}
+
+char *mw__user_log(const char *log, const char *gen_path) {
+  mw__sb b = {0};
+  size_t glen = gen_path ? strlen(gen_path) : 0;
+  int excerpt = 0, val = 0, ambiguous = 0, user_error = 0;
+  /* errors at the user's lines: then what the compiler says inside the generated code (the
+   * steps of a failed template deduction) is left out too */
+  for (const char *s = log; *s;) {
+    const char *e = strchr(s, '\n');
+    if (!e) e = s + strlen(s);
+    if (!(glen && starts(s, gen_path)) && !starts(s, "<moonwarp>") && find(s, e, "error")) {
+      const char *c = find(s, e, ": error");
+      if (!c) c = find(s, e, "): error");
+      if (c && c > s) user_error = 1;
+    }
+    s = *e ? e + 1 : e;
+  }
+  for (const char *s = log; *s;) {
+    const char *e = strchr(s, '\n');
+    if (!e) e = s + strlen(s);
+    const char *next = *e ? e + 1 : e;
+    const char *loc = NULL; /* past the generated file's name, where the line begins with it */
+    if (glen && starts(s, gen_path)) loc = s + glen;
+    else if (starts(s, "<moonwarp>")) loc = s + 10;
+    int gen_loc = loc && (*loc == ':' || *loc == '(');
+    int has_val = find(s, e, "mw_val") != NULL;
+    if (find(s, e, "ambiguous") || find(s, e, "more than one") || find(s, e, "no matching"))
+      ambiguous |= has_val;
+    val |= has_val;
+    if (gen_loc && (user_error || !find(s, e, "error"))) { /* a note inside the generated code, and its excerpt */
+      excerpt = 1;
+      s = next;
+      continue;
+    }
+    if (excerpt && (*s == ' ' || *s == '\t')) {
+      s = next;
+      continue;
+    }
+    excerpt = 0;
+    const char *arg = find(s, e, "initializing argument ");
+    const char *callee = arg ? find(arg, e, "mw_spawn") : NULL;
+    if (callee) { /* a spawn's argument: name the task's parameter */
+      int bulk = starts(callee, "mw_spawn_bulk__"), n = atoi(arg + 22) - (bulk ? 3 : 2);
+      const char *name = callee + (bulk ? 15 : 10), *p = name;
+      while (p < e && id_char(*p)) ++p;
+      if (n >= 1) mw__sb_printf(&b, "note: it is parameter %d of task '%.*s'\n", n, (int)(p - name), name);
+      s = next;
+      continue;
+    }
+    if (find(s, e, "mw_val::operator")) {
+      s = next; /* one of value(f)'s conversions, in a list of candidates */
+      continue;
+    }
+    if (find(s, e, " of moonwarp.cu)") && find(s, e, "(declared at line")) {
+      s = next; /* a candidate declared in the generated code */
+      continue;
+    }
+    const char *mf = find(s, e, "In member function ");
+    const char *body = mf ? find(mf, e, "::body(mw_ctx*)") : NULL;
+    if (body) { /* In member function ‘... mw_frame_f::body(mw_ctx*)’: */
+      const char *name = body;
+      while (name > mf && id_char(name[-1])) --name;
+      if (starts(name, "mw_frame_")) {
+        name += 9;
+        put_user_line(&b, s, mf);
+        mw__sb_printf(&b, "In task '%.*s':\n", (int)(body - name), name);
+        s = next;
+        continue;
+      }
+    }
+    if (gen_loc) {
+      mw__sb_puts(&b, "<moonwarp>");
+      s = loc;
+    }
+    put_user_line(&b, s, e);
+    if (*e) mw__sb_puts(&b, "\n");
+    s = next;
+  }
+  if (ambiguous && val)
+    mw__sb_puts(&b, "note: value(f) converts to every arithmetic type; where more than one would "
+                    "do (a switch, an overloaded function such as max or sqrt) say which with a "
+                    "cast, as in (long)value(f)\n");
   return mw__sb_take(&b);
 }

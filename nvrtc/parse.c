@@ -1,4 +1,5 @@
-/* parse.c - finds task declarations in a program's source: typed signatures, bodies, locals. */
+/* parse.c - finds task declarations in a program's source (typed signatures, bodies, locals) and
+ * checks the task-language rules of their bodies. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,6 +377,702 @@ static int parse_task(scan *sc, char *w, size_t at, mw__task *t, size_t *end) {
   return t->signature ? 0 : MW_ENOMEM;
 }
 
+/* ---- the task-language rules ---------------------------------------------------------------
+ * A task body becomes a resumable state machine (generate.c): every await is a resume point,
+ * a 'case' of a switch around the whole body, numbered by the await's line. What that cannot
+ * carry is refused here, at the user's line, before the C++ compiler sees the body: an await
+ * inside a switch (its resume point would belong to the user's switch), two awaits on one
+ * line, an await inside an expression or a condition, an ordinary variable whose scope spans
+ * an await (its value is gone when the body comes back in), a spawn of a name that is no task
+ * of the program or with the wrong number of arguments, and the task-body calls in helper
+ * code. The body is read as tokens and statements; where it cannot be read the structural
+ * rules are left to the compiler. */
+
+enum { TK_ID, TK_NUM, TK_STR, TK_PUNCT };
+
+typedef struct tok {
+  size_t s, e; /* [s, e) in the source */
+  int kind, line;
+  int match; /* for ( [ { and ) ] }: the index of the other one; else -1 */
+} tok;
+
+typedef struct toks {
+  tok *v;
+  int n, cap;
+  int unbalanced;
+} toks;
+
+static int tk_is(const scan *sc, const tok *t, const char *w) {
+  size_t n = strlen(w);
+  return t->e - t->s == n && !strncmp(sc->s + t->s, w, n);
+}
+
+/* Tokens of sc->s[from, to), lines counted from the line of from; preprocessor lines, comments
+ * and blanks are left out. Returns 0 or MW_ENOMEM. */
+static int tokenize(const scan *sc, size_t from, size_t to, toks *out) {
+  static const char *const puncts[] = {"<<=", ">>=", "...", "::", "->", "++", "--", "<<", ">>",
+                                       "<=",  ">=",  "==",  "!=", "&&", "||", "+=", "-=", "*=",
+                                       "/=",  "%=",  "&=",  "|=", "^=", ".*", "->*"};
+  const char *s = sc->s;
+  int line = line_at(sc, from);
+  int *stack = NULL, depth = 0, scap = 0;
+  size_t i = from;
+  memset(out, 0, sizeof *out);
+  while (i < to) {
+    char c = s[i];
+    if (c == '\n') {
+      ++line;
+      ++i;
+      continue;
+    }
+    if (isspace((unsigned char)c)) {
+      ++i;
+      continue;
+    }
+    size_t j = skip_lexeme(sc, i);
+    int kind = -1;
+    if (j != i && c == '/') { /* a comment */
+      for (size_t k = i; k < j && k < to; ++k) line += s[k] == '\n';
+      i = j;
+      continue;
+    }
+    if (c == '#' && at_line_start(sc, i)) {
+      size_t e = skip_pp(sc, i);
+      for (size_t k = i; k < e && k < to; ++k) line += s[k] == '\n';
+      i = e;
+      continue;
+    }
+    if (j != i) {
+      kind = TK_STR;
+    } else if (is_id((unsigned char)c)) {
+      kind = isdigit((unsigned char)c) ? TK_NUM : TK_ID;
+      j = i;
+      while (j < to && (is_id((unsigned char)s[j]) || (kind == TK_NUM && s[j] == '.') ||
+                        (kind == TK_NUM && (s[j] == '+' || s[j] == '-') && strchr("eEpP", s[j - 1]))))
+        ++j;
+    } else if (c == '.' && i + 1 < to && isdigit((unsigned char)s[i + 1])) {
+      kind = TK_NUM;
+      j = i + 1;
+      while (j < to && (is_id((unsigned char)s[j]) || s[j] == '.')) ++j;
+    } else {
+      kind = TK_PUNCT;
+      j = i + 1;
+      for (size_t p = 0; p < sizeof puncts / sizeof puncts[0]; ++p) {
+        size_t n = strlen(puncts[p]);
+        if (i + n <= to && !strncmp(s + i, puncts[p], n) && i + n > j) j = i + n;
+      }
+    }
+    if (j > to) j = to;
+    if (out->n == out->cap) {
+      int cap = out->cap ? out->cap * 2 : 256;
+      tok *nv = realloc(out->v, (size_t)cap * sizeof *nv);
+      if (!nv) goto oom;
+      out->v = nv;
+      out->cap = cap;
+    }
+    tok *t = &out->v[out->n];
+    t->s = i;
+    t->e = j;
+    t->kind = kind;
+    t->line = line;
+    t->match = -1;
+    if (kind == TK_STR)
+      for (size_t k = i; k < j; ++k) line += s[k] == '\n';
+    if (kind == TK_PUNCT && j == i + 1 && strchr("([{", c)) {
+      if (depth == scap) {
+        scap = scap ? scap * 2 : 64;
+        int *ns = realloc(stack, (size_t)scap * sizeof *ns);
+        if (!ns) goto oom;
+        stack = ns;
+      }
+      stack[depth++] = out->n;
+    } else if (kind == TK_PUNCT && j == i + 1 && strchr(")]}", c)) {
+      char open = c == ')' ? '(' : c == ']' ? '[' : '{';
+      if (depth == 0 || s[out->v[stack[depth - 1]].s] != open) {
+        out->unbalanced = 1;
+      } else {
+        --depth;
+        t->match = stack[depth];
+        out->v[stack[depth]].match = out->n;
+      }
+    }
+    out->n++;
+    i = j;
+  }
+  if (depth) out->unbalanced = 1;
+  free(stack);
+  return 0;
+oom:
+  free(stack);
+  free(out->v);
+  memset(out, 0, sizeof *out);
+  return MW_ENOMEM;
+}
+
+static int fail_line(scan *sc, int line, const char *msg) {
+  snprintf(sc->err, sc->errlen, "%s:%d: %s", sc->file, line, msg);
+  return MW_ECOMPILE;
+}
+
+static const char *const awaits[] = {"await", "await_all", "try_await"};
+static const char *const body_calls[] = {"spawn",     "spawn_bulk", "await",        "await_all",
+                                         "try_await", "value",      "failed",       "cancelled",
+                                         "fail_code", "fail_message", "cancel",     "release",
+                                         "fail"};
+
+static int word_in(const scan *sc, const tok *t, const char *const *list, size_t n) {
+  if (t->kind != TK_ID) return 0;
+  for (size_t k = 0; k < n; ++k)
+    if (tk_is(sc, t, list[k])) return 1;
+  return 0;
+}
+#define WORD_IN(sc, t, list) word_in(sc, t, list, sizeof list / sizeof list[0])
+
+/* a call of one of list: the word, then '(' (not a member or a qualified name) */
+static int is_call(const scan *sc, const toks *T, int i, const char *const *list, size_t n) {
+  if (i + 1 >= T->n || !word_in(sc, &T->v[i], list, n) || !tk_is(sc, &T->v[i + 1], "("))
+    return 0;
+  if (i > 0 && (tk_is(sc, &T->v[i - 1], ".") || tk_is(sc, &T->v[i - 1], "->") ||
+                tk_is(sc, &T->v[i - 1], "::")))
+    return 0;
+  return 1;
+}
+
+typedef struct decl {
+  int at;        /* first token of the declaration */
+  int name;      /* the declared name */
+  int scope_end; /* the token that ends its scope */
+} decl;
+
+typedef struct site {
+  int at;     /* the await's first token */
+  int sw;     /* the 'switch' token of the innermost switch around it, or -1 */
+} site;
+
+typedef struct walk {
+  scan *sc;
+  const toks *T;
+  int bad; /* the body could not be read as statements */
+  int depth;
+  int sw;  /* innermost switch, or -1 */
+  int loops; /* loops around the statement being read */
+  int stray; /* a 'break', 'case' or 'default' outside any loop or switch (the body's own
+              * switch would take it), or -1 */
+  decl *decls;
+  int ndecls, capdecls;
+  site *sites;
+  int nsites, capsites;
+  int oom;
+} walk;
+
+static const char *const not_types[] = {
+    "return", "if",       "else",     "for",     "while",     "do",       "switch",   "case",
+    "default", "break",   "continue", "goto",    "sizeof",    "alignof",  "new",      "delete",
+    "throw",  "typedef",  "using",    "namespace", "template", "typename", "this",    "true",
+    "false",  "nullptr",  "operator", "static_assert", "asm", "__asm__",  "decltype", "try",
+    "catch",  "co_return", "co_await", "co_yield"};
+static const char *const builtin_types[] = {"void",  "bool",   "char",     "short",    "int",
+                                            "long",  "float",  "double",   "signed",   "unsigned",
+                                            "auto",  "wchar_t", "char16_t", "char32_t", "__int128"};
+static const char *const qualifiers[] = {"const", "volatile", "constexpr", "register",
+                                         "__restrict__", "restrict", "inline", "__volatile__"};
+static const char *const persistent[] = {"static", "extern", "__shared__", "__constant__",
+                                         "thread_local", "__device__", "__managed__"};
+
+/* Whether tokens [i, end) begin a variable declaration; *name is its first declarator, *lasting
+ * whether the variable outlives the body (static, __shared__ ...). A guess from the tokens: a
+ * type (built-in words, or a name, qualified or not) then a declarator (a name, after * or &)
+ * followed by = ; , [ ( { or :. */
+static int is_decl(const scan *sc, const toks *T, int i, int end, int *name, int *lasting) {
+  const tok *v = T->v;
+  *lasting = 0;
+  int j = i;
+  for (;;) {
+    if (j >= end) return 0;
+    if (WORD_IN(sc, &v[j], qualifiers)) {
+      ++j;
+    } else if (WORD_IN(sc, &v[j], persistent)) {
+      *lasting = 1;
+      ++j;
+    } else {
+      break;
+    }
+  }
+  if (j >= end || v[j].kind != TK_ID) return 0;
+  if (tk_is(sc, &v[j], "struct") || tk_is(sc, &v[j], "class") || tk_is(sc, &v[j], "union") ||
+      tk_is(sc, &v[j], "enum")) {
+    ++j;
+    if (j < end && v[j].kind == TK_ID) ++j;
+    if (j < end && tk_is(sc, &v[j], "{") && v[j].match > j && v[j].match < end) j = v[j].match + 1;
+  } else if (WORD_IN(sc, &v[j], builtin_types)) {
+    while (j < end && (WORD_IN(sc, &v[j], builtin_types) || WORD_IN(sc, &v[j], qualifiers))) ++j;
+  } else if (WORD_IN(sc, &v[j], not_types) || WORD_IN(sc, &v[j], body_calls)) {
+    return 0;
+  } else {
+    if (tk_is(sc, &v[j], "::")) ++j;
+    if (j >= end || v[j].kind != TK_ID) return 0;
+    ++j;
+    while (j + 1 < end && tk_is(sc, &v[j], "::") && v[j + 1].kind == TK_ID) j += 2;
+  }
+  while (j < end && (tk_is(sc, &v[j], "*") || tk_is(sc, &v[j], "&") || tk_is(sc, &v[j], "&&") ||
+                     WORD_IN(sc, &v[j], qualifiers)))
+    ++j;
+  if (j >= end || v[j].kind != TK_ID || WORD_IN(sc, &v[j], not_types)) return 0;
+  *name = j;
+  if (j + 1 >= end) return tk_is(sc, &v[end], ";") || tk_is(sc, &v[end], ")");
+  const tok *f = &v[j + 1];
+  return tk_is(sc, f, "=") || tk_is(sc, f, ";") || tk_is(sc, f, ",") || tk_is(sc, f, "[") ||
+         tk_is(sc, f, "(") || tk_is(sc, f, "{") || tk_is(sc, f, ":");
+}
+
+static void add_decl(walk *w, int at, int name, int scope_end) {
+  if (w->ndecls == w->capdecls) {
+    int cap = w->capdecls ? w->capdecls * 2 : 16;
+    decl *nd = realloc(w->decls, (size_t)cap * sizeof *nd);
+    if (!nd) {
+      w->oom = 1;
+      return;
+    }
+    w->decls = nd;
+    w->capdecls = cap;
+  }
+  w->decls[w->ndecls++] = (decl){at, name, scope_end};
+}
+
+/* the end (exclusive) of the bracketed group opening at i, or -1 */
+static int after_group(walk *w, int i) {
+  if (i >= w->T->n || w->T->v[i].match < i) {
+    w->bad = 1;
+    return -1;
+  }
+  return w->T->v[i].match + 1;
+}
+
+/* index of the first ';' at this level from i (groups skipped), before end; -1 if none */
+static int to_semi(walk *w, int i, int end) {
+  while (i < end) {
+    const tok *t = &w->T->v[i];
+    if (t->kind == TK_PUNCT && (tk_is(w->sc, t, "(") || tk_is(w->sc, t, "[") ||
+                                tk_is(w->sc, t, "{"))) {
+      i = after_group(w, i);
+      if (i < 0) return -1;
+      continue;
+    }
+    if (tk_is(w->sc, t, ";")) return i;
+    if (tk_is(w->sc, t, "}")) break;
+    ++i;
+  }
+  w->bad = 1;
+  return -1;
+}
+
+static int statement(walk *w, int i, int end, int scope_end);
+
+/* a declaration in a control header (if, while, switch, for) at i, its scope the statement */
+static void header_decl(walk *w, int lp, int stmt_end) {
+  int name, lasting;
+  int rp = w->T->v[lp].match;
+  int e = rp;
+  if (tk_is(w->sc, &w->T->v[lp - 1], "for")) { /* the init part */
+    for (int k = lp + 1; k < rp; ++k) {
+      if (tk_is(w->sc, &w->T->v[k], "(") || tk_is(w->sc, &w->T->v[k], "[") ||
+          tk_is(w->sc, &w->T->v[k], "{")) {
+        if (w->T->v[k].match > k) k = w->T->v[k].match;
+        continue;
+      }
+      if (tk_is(w->sc, &w->T->v[k], ";")) {
+        e = k;
+        break;
+      }
+    }
+  }
+  if (is_decl(w->sc, w->T, lp + 1, e, &name, &lasting) && !lasting)
+    add_decl(w, lp + 1, name, stmt_end);
+}
+
+/* the statements of the block whose '{' is at i; returns the index after its '}' */
+static int block(walk *w, int i) {
+  int close = w->T->v[i].match;
+  if (close <= i) {
+    w->bad = 1;
+    return -1;
+  }
+  int k = i + 1;
+  while (k < close && !w->bad) k = statement(w, k, close, close);
+  return close + 1;
+}
+
+/* Reads the statement at i (before end); declarations it makes in the enclosing block live
+ * until scope_end (-1: a statement with no block of its own, a scope of its own). Returns the
+ * index after it, or -1 (w->bad set) where the tokens are not understood. */
+static int statement(walk *w, int i, int end, int scope_end) {
+  const scan *sc = w->sc;
+  const tok *v = w->T->v;
+  if (w->bad || i >= end) {
+    w->bad = 1;
+    return -1;
+  }
+  if (++w->depth > 2000) {
+    w->bad = 1;
+    return -1;
+  }
+  int r = -1;
+  const tok *t = &v[i];
+  if (tk_is(sc, t, "{")) {
+    r = block(w, i);
+  } else if (tk_is(sc, t, ";")) {
+    r = i + 1;
+  } else if (tk_is(sc, t, "if") || tk_is(sc, t, "while") || tk_is(sc, t, "switch") ||
+             tk_is(sc, t, "for")) {
+    int sw = w->sw;
+    int lp = i + 1;
+    if (lp < end && tk_is(sc, &v[lp], "constexpr") && tk_is(sc, t, "if")) ++lp;
+    if (lp >= end || !tk_is(sc, &v[lp], "(")) {
+      w->bad = 1;
+    } else {
+      int body = after_group(w, lp);
+      int loop = tk_is(sc, t, "while") || tk_is(sc, t, "for");
+      if (tk_is(sc, t, "switch")) w->sw = i;
+      w->loops += loop;
+      r = body < 0 ? -1 : statement(w, body, end, -1);
+      w->loops -= loop;
+      w->sw = sw;
+      if (r > 0 && tk_is(sc, t, "if") && r < end && tk_is(sc, &v[r], "else"))
+        r = statement(w, r + 1, end, -1);
+      if (r > 0) header_decl(w, lp, r);
+    }
+  } else if (tk_is(sc, t, "do")) {
+    w->loops++;
+    r = statement(w, i + 1, end, -1);
+    w->loops--;
+    if (r > 0 && r + 1 < end && tk_is(sc, &v[r], "while") && tk_is(sc, &v[r + 1], "(")) {
+      r = after_group(w, r + 1);
+      if (r > 0 && r < end && tk_is(sc, &v[r], ";")) ++r;
+      else w->bad = 1;
+    } else {
+      w->bad = 1;
+    }
+  } else if (tk_is(sc, t, "case") || (tk_is(sc, t, "default") && i + 1 < end &&
+                                      tk_is(sc, &v[i + 1], ":"))) {
+    if (w->sw < 0 && w->stray < 0) w->stray = i;
+    int k = i + 1;
+    while (k < end && !tk_is(sc, &v[k], ":")) {
+      if (tk_is(sc, &v[k], ";") || tk_is(sc, &v[k], "{") || tk_is(sc, &v[k], "}")) break;
+      ++k;
+    }
+    if (k < end && tk_is(sc, &v[k], ":")) r = k + 1;
+    else w->bad = 1;
+  } else if (t->kind == TK_ID && i + 1 < end && tk_is(sc, &v[i + 1], ":") &&
+             !WORD_IN(sc, t, not_types)) {
+    r = i + 2; /* a label */
+  } else if (is_call(sc, w->T, i, awaits, sizeof awaits / sizeof awaits[0])) {
+    int after = after_group(w, i + 1);
+    if (after > 0 && after < end && tk_is(sc, &v[after], ";")) {
+      if (w->nsites == w->capsites) {
+        int cap = w->capsites ? w->capsites * 2 : 16;
+        site *ns = realloc(w->sites, (size_t)cap * sizeof *ns);
+        if (!ns) {
+          w->oom = 1;
+          w->bad = 1;
+          --w->depth;
+          return -1;
+        }
+        w->sites = ns;
+        w->capsites = cap;
+      }
+      w->sites[w->nsites++] = (site){i, w->sw};
+      r = after + 1;
+    } else if (after > 0) { /* part of an expression: found by the caller as no statement */
+      r = to_semi(w, after, end);
+      if (r >= 0) ++r;
+    }
+  } else if (tk_is(sc, t, "else") || tk_is(sc, t, "}") || tk_is(sc, t, ")") ||
+             tk_is(sc, t, "]")) {
+    w->bad = 1;
+  } else {
+    if (tk_is(sc, t, "break") && w->loops == 0 && w->sw < 0 && w->stray < 0) w->stray = i;
+    int semi = to_semi(w, i, end);
+    if (semi >= 0) {
+      int name, lasting;
+      if (scope_end >= 0 && is_decl(sc, w->T, i, semi, &name, &lasting) && !lasting)
+        add_decl(w, i, name, scope_end);
+      r = semi + 1;
+    }
+  }
+  --w->depth;
+  if (r < 0) w->bad = 1;
+  return r;
+}
+
+/* "name" of token t, for messages */
+static void tok_text(const scan *sc, const tok *t, char *buf, size_t n) {
+  size_t len = t->e - t->s;
+  if (len >= n) len = n - 1;
+  memcpy(buf, sc->s + t->s, len);
+  buf[len] = 0;
+}
+
+static const mw__task *task_named(const mw__parsed *p, const scan *sc, const tok *t) {
+  for (int k = 0; k < p->ntasks; ++k) {
+    size_t n = strlen(p->tasks[k].name);
+    if (t->e - t->s == n && !strncmp(sc->s + t->s, p->tasks[k].name, n)) return &p->tasks[k];
+  }
+  return NULL;
+}
+
+/* spawn(task, args...) and spawn_bulk(task, n, args...): a task of this program, its arity */
+static int check_spawn(scan *sc, const mw__parsed *p, const int *suspends, const mw__task *in,
+                       const toks *T, int i) {
+  static const char *const spawns[] = {"spawn", "spawn_bulk"};
+  char msg[600], name[64], callee[64];
+  if (!is_call(sc, T, i, spawns, 2) || T->v[i + 1].match < 0) return 0;
+  int bulk = tk_is(sc, &T->v[i], "spawn_bulk");
+  int rp = T->v[i + 1].match, nargs = 0, first_end = rp;
+  for (int k = i + 2; k < rp; ++k) {
+    if (T->v[k].match > k) {
+      k = T->v[k].match;
+      continue;
+    }
+    if (tk_is(sc, &T->v[k], ",")) {
+      if (!nargs) first_end = k;
+      ++nargs;
+    }
+  }
+  if (rp > i + 2) ++nargs;
+  tok_text(sc, &T->v[i], name, sizeof name);
+  if (first_end != i + 3 || T->v[i + 2].kind != TK_ID) {
+    snprintf(msg, sizeof msg, "task %s: %s(...) takes the name of a task first: %s(task, %sarguments)",
+             in->name, name, name, bulk ? "n, " : "");
+    return fail_line(sc, T->v[i].line, msg);
+  }
+  const mw__task *callee_t = task_named(p, sc, &T->v[i + 2]);
+  tok_text(sc, &T->v[i + 2], callee, sizeof callee);
+  if (!callee_t) {
+    mw__sb names = {0};
+    for (int k = 0; k < p->ntasks; ++k)
+      mw__sb_printf(&names, "%s%s", k ? ", " : "", p->tasks[k].name);
+    char *list = mw__sb_take(&names);
+    snprintf(msg, sizeof msg, "task %s: %s of '%s', which is not a task of this program (its tasks: %s)",
+             in->name, name, callee, list ? list : "?");
+    free(list);
+    return fail_line(sc, T->v[i].line, msg);
+  }
+  int at = suspends[callee_t - p->tasks];
+  if (bulk && at) {
+    snprintf(msg, sizeof msg, "task %s: spawn_bulk of task %s, which spawns or awaits (line %d): "
+                              "bulk instances may not spawn or await (spawn it with spawn "
+                              "instead)",
+             in->name, callee, at);
+    return fail_line(sc, T->v[i].line, msg);
+  }
+  int given = nargs - 1 - bulk;
+  if (given != callee_t->nparams) {
+    if (bulk && nargs < 2)
+      snprintf(msg, sizeof msg, "task %s: spawn_bulk(%s, ...) needs the number of instances "
+                                "after the task: spawn_bulk(%s, n%s)",
+               in->name, callee, callee, callee_t->nparams ? ", arguments..." : "");
+    else
+      snprintf(msg, sizeof msg, "task %s: %s(%s, ...) passes %d argument%s, task %s takes %d: %s",
+               in->name, name, callee, given, given == 1 ? "" : "s", callee, callee_t->nparams,
+               callee_t->signature);
+    return fail_line(sc, T->v[i].line, msg);
+  }
+  return 0;
+}
+
+/* The type, as written, of parameter or 'local' name of task t, in buf; NULL if it is neither,
+ * or an array. */
+static const char *type_of_name(const mw__task *t, const char *name, char *buf, size_t n) {
+  for (int k = 0; k < t->nparams; ++k)
+    if (!strcmp(t->params[k].name, name)) {
+      snprintf(buf, n, "%s", t->params[k].type_txt);
+      return buf;
+    }
+  for (int k = 0; k < t->nlocals; ++k) {
+    const char *d = t->locals[k].decl, *seg = d;
+    char type[128] = "";
+    for (;;) { /* the declarators, "future a, b" */
+      const char *end = seg;
+      int depth = 0;
+      while (*end && !(*end == ',' && depth == 0)) {
+        if (*end == '(' || *end == '[' || *end == '{') ++depth;
+        if (*end == ')' || *end == ']' || *end == '}') --depth;
+        ++end;
+      }
+      const char *stop = seg;
+      while (stop < end && *stop != '=' && *stop != '[') ++stop;
+      int array = stop < end && *stop == '[';
+      const char *ne = stop;
+      while (ne > seg && isspace((unsigned char)ne[-1])) --ne;
+      const char *nb = ne;
+      while (nb > seg && is_id((unsigned char)nb[-1])) --nb;
+      int stars = 0;
+      for (const char *q = seg; q < nb; ++q) stars += *q == '*';
+      if (seg == d) { /* the type: what precedes the first name, without its stars */
+        size_t tl = 0;
+        for (const char *q = seg; q < nb && tl + 1 < sizeof type; ++q)
+          if (*q != '*') type[tl++] = *q;
+        type[tl] = 0;
+      }
+      if ((size_t)(ne - nb) == strlen(name) && !strncmp(nb, name, (size_t)(ne - nb))) {
+        if (array) return NULL;
+        char *tt = trim_dup(type, strlen(type));
+        snprintf(buf, n, "%s%s", tt ? tt : type, stars ? " *" : "");
+        free(tt);
+        return buf;
+      }
+      if (!*end) break;
+      seg = end + 1;
+    }
+  }
+  return NULL;
+}
+
+/* await(a, ...) of a parameter or local that is no future (an integer would be taken for a
+ * future's handle) */
+static int check_await_args(scan *sc, const mw__task *t, const toks *T, int i) {
+  char msg[500], name[64], what[64], type[160];
+  int rp = T->v[i + 1].match;
+  if (rp < 0) return 0;
+  tok_text(sc, &T->v[i], what, sizeof what);
+  for (int k = i + 2; k < rp;) {
+    int e = k;
+    while (e < rp && !tk_is(sc, &T->v[e], ",")) e = T->v[e].match > e ? T->v[e].match + 1 : e + 1;
+    if (e == k + 1 && (T->v[k].kind == TK_ID || T->v[k].kind == TK_NUM)) {
+      tok_text(sc, &T->v[k], name, sizeof name);
+      const char *ty = T->v[k].kind == TK_NUM ? "a number" : type_of_name(t, name, type, sizeof type);
+      uint32_t size;
+      if (ty && (T->v[k].kind == TK_NUM || strchr(ty, '*') ||
+                 mw__type_from_text(ty, &size) != MW_T_FUTURE)) {
+        if (T->v[k].kind == TK_NUM)
+          snprintf(msg, sizeof msg, "task %s: %s of the number %s, which is not a future (%s "
+                                    "takes futures: what spawn returns, future parameters and "
+                                    "locals)",
+                   t->name, what, name, what);
+        else
+          snprintf(msg, sizeof msg, "task %s: %s of '%s', which is declared '%s', not a future "
+                                    "(%s takes futures: what spawn returns, future parameters "
+                                    "and locals)",
+                   t->name, what, name, ty, what);
+        return fail_line(sc, T->v[k].line, msg);
+      }
+    }
+    k = e + 1;
+  }
+  return 0;
+}
+
+/* The rules for the body of task t (its text in sc->s, the locals blanked). */
+static int check_body(scan *sc, const mw__parsed *p, const int *suspends, const mw__task *t) {
+  toks T;
+  char msg[600], name[64];
+  int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
+  if (rc) return rc;
+  for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
+  /* two awaits on one line: their resume points would be one */
+  int last_line = -1;
+  for (int i = 0; i < T.n && !rc; ++i) {
+    if (!is_call(sc, &T, i, awaits, sizeof awaits / sizeof awaits[0])) continue;
+    if ((rc = check_await_args(sc, t, &T, i))) break;
+    if (T.v[i].line == last_line) {
+      tok_text(sc, &T.v[i], name, sizeof name);
+      snprintf(msg, sizeof msg, "task %s: two awaits on line %d: a task resumes at the line of "
+                                "its await, so each await needs a line of its own",
+               t->name, T.v[i].line);
+      rc = fail_line(sc, T.v[i].line, msg);
+    }
+    last_line = T.v[i].line;
+  }
+  walk w = {sc, &T, 0, 0, -1, 0, -1, NULL, 0, 0, NULL, 0, 0, 0};
+  if (!rc && !T.unbalanced && T.n >= 2) block(&w, 0);
+  if (w.oom) rc = MW_ENOMEM;
+  if (!rc && !w.bad && !T.unbalanced && w.stray >= 0) {
+    tok_text(sc, &T.v[w.stray], name, sizeof name);
+    snprintf(msg, sizeof msg, "task %s: '%s' outside any %s", t->name, name,
+             tk_is(sc, &T.v[w.stray], "break") ? "loop or switch" : "switch");
+    rc = fail_line(sc, T.v[w.stray].line, msg);
+  }
+  if (!rc && !w.bad && !T.unbalanced) {
+    /* an await that is no statement of its own */
+    int s = 0;
+    for (int i = 0; i < T.n && !rc; ++i) {
+      if (!is_call(sc, &T, i, awaits, sizeof awaits / sizeof awaits[0])) continue;
+      while (s < w.nsites && w.sites[s].at < i) ++s;
+      if (s < w.nsites && w.sites[s].at == i) continue;
+      tok_text(sc, &T.v[i], name, sizeof name);
+      snprintf(msg, sizeof msg, "task %s: %s(...) is a statement of its own ('%s(f);'), not part "
+                                "of an expression or a condition: read the result with value(f) "
+                                "after it",
+               t->name, name, name);
+      rc = fail_line(sc, T.v[i].line, msg);
+    }
+    for (int k = 0; k < w.nsites && !rc; ++k) {
+      const site *a = &w.sites[k];
+      if (a->sw >= 0) {
+        tok_text(sc, &T.v[a->at], name, sizeof name);
+        snprintf(msg, sizeof msg, "task %s: an %s inside a switch (the switch on line %d) is not "
+                                  "allowed: the await must not be inside a switch statement; "
+                                  "write the switch as if / else if",
+                 t->name, name, T.v[a->sw].line);
+        rc = fail_line(sc, T.v[a->at].line, msg);
+        break;
+      }
+      for (int d = 0; d < w.ndecls && !rc; ++d) {
+        const decl *dc = &w.decls[d];
+        if (dc->at < a->at && a->at < dc->scope_end) {
+          char var[64];
+          tok_text(sc, &T.v[dc->name], var, sizeof var);
+          snprintf(msg, sizeof msg, "task %s: '%s' is declared before the await on line %d and "
+                                    "would not keep its value across it: only 'local' variables "
+                                    "(declared at the top of the task body) live across an "
+                                    "await; make it a 'local', or declare it in a block that "
+                                    "ends before the await",
+                   t->name, var, T.v[a->at].line);
+          rc = fail_line(sc, T.v[dc->at].line, msg);
+        }
+      }
+    }
+  }
+  free(w.decls);
+  free(w.sites);
+  free(T.v);
+  return rc;
+}
+
+/* The line of the first spawn or await in the body of t, or 0. */
+static int suspend_line(const scan *sc, const mw__task *t, int *line) {
+  static const char *const calls[] = {"spawn", "spawn_bulk", "await", "await_all", "try_await"};
+  toks T;
+  *line = 0;
+  int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
+  for (int i = 0; !rc && i < T.n && !*line; ++i)
+    if (is_call(sc, &T, i, calls, sizeof calls / sizeof calls[0])) *line = T.v[i].line;
+  free(T.v);
+  return rc;
+}
+
+/* Helper code (outside every task) has no task to spawn, await or read futures for. */
+static int check_helpers(scan *sc, const mw__parsed *p) {
+  toks T;
+  char msg[400], name[64];
+  int rc = tokenize(sc, 0, sc->n, &T);
+  if (rc) return rc;
+  int k = 0;
+  for (int i = 0; i < T.n && !rc; ++i) {
+    while (k < p->ntasks && p->tasks[k].decl_end < T.v[i].s) ++k;
+    if (k < p->ntasks && T.v[i].s >= p->tasks[k].decl_start) continue;
+    if (!is_call(sc, &T, i, body_calls, sizeof body_calls / sizeof body_calls[0])) continue;
+    if (i > 0 && T.v[i - 1].kind == TK_ID && !WORD_IN(sc, &T.v[i - 1], not_types))
+      continue; /* a declaration of a function of that name */
+    tok_text(sc, &T.v[i], name, sizeof name);
+    snprintf(msg, sizeof msg, "%s(...) can only be used in a task body, not in helper code "
+                              "(pass what it needs to the helper instead)", name);
+    rc = fail_line(sc, T.v[i].line, msg);
+  }
+  free(T.v);
+  return rc;
+}
+
 static void task_free(mw__task *t) {
   free(t->name);
   free(t->ret_txt);
@@ -458,6 +1155,18 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
   }
   if (!rc && out->ntasks == 0)
     rc = fail_at(&sc, 0, "no task declared (write 'task <type> <name>(<parameters>) { ... }')%s", "");
+  if (!rc) { /* the rules, on the source as it is compiled ('local' declarations blanked) */
+    scan bodies = sc;
+    bodies.s = out->src;
+    int *suspends = calloc((size_t)out->ntasks, sizeof *suspends);
+    if (!suspends) rc = MW_ENOMEM;
+    for (int k = 0; k < out->ntasks && !rc; ++k)
+      rc = suspend_line(&bodies, &out->tasks[k], &suspends[k]);
+    for (int k = 0; k < out->ntasks && !rc; ++k)
+      rc = check_body(&bodies, out, suspends, &out->tasks[k]);
+    free(suspends);
+    if (!rc) rc = check_helpers(&bodies, out);
+  }
   if (rc) mw__parsed_free(out);
   return rc;
 }

@@ -63,6 +63,11 @@ typedef struct mw__gen_opts {
  * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
  * Kind ids come from each task's kind field. Returns a malloc'd string or NULL on OOM. */
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
+/* The C++ compiler's (or NVRTC's) log of a generated source in the user's terms: generated
+ * names (namespaces, frames, spawn functions, value()'s type) put as the task code writes them,
+ * notes about the generated code (gen_path, the file the compiler was given) left out. Returns a
+ * malloc'd string or NULL on OOM. */
+char *mw__user_log(const char *log, const char *gen_path);
 /* Bytes of each lane's stack of inline frames for frames of frame_bytes (header included). */
 unsigned mw__lane_stack_bytes(unsigned frame_bytes);
 

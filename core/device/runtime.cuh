@@ -1535,7 +1535,13 @@ __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
 }
 
 /* ---- reading futures ------------------------------------------------------------------------ */
-/* A future's result bits, typed on read by the producer's result type. */
+/* A future's result bits, typed on read by the producer's result type: what value(f) returns.
+ * It converts to every arithmetic type (and to bool), and meets every arithmetic type, or
+ * another mw_val, on either side of + - * / % & | ^ << >>, of the comparisons and of the
+ * compound assignments (x += value(f)): integer results stay 64-bit integers (unsigned when
+ * a side is an unsigned 64-bit integer), a float or double side makes the result a double;
+ * % and the bit operators take the integer value. Comparisons are exact between signed and
+ * unsigned integers (-1 < value(f) holds for an unsigned result). */
 struct mw_val {
   mw_u64 bits;
   mw_u32 rtype;
@@ -1558,6 +1564,9 @@ struct mw_val {
     }
   }
   __device__ bool is_float() const { return rtype == MW_RT_F32 || rtype == MW_RT_F64; }
+  __device__ bool is_u64() const {
+    return rtype == MW_RT_U64 || rtype == MW_RT_PTR || rtype == MW_RT_FUTURE;
+  }
   __device__ operator bool() const { return is_float() ? as_double() != 0.0 : bits != 0; }
   __device__ operator char() const { return (char)as_i64(); }
   __device__ operator signed char() const { return (signed char)as_i64(); }
@@ -1574,50 +1583,124 @@ struct mw_val {
   __device__ operator double() const { return as_double(); }
 };
 
-/* Arithmetic between results: integer results stay 64-bit integers, a float side makes double. */
-#define MW_VAL_ARITH(op)                                                                   \
-  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                 \
-    mw_val r;                                                                              \
-    if (a.is_float() || b.is_float()) {                                                    \
-      union { mw_u64 u; double d; } x;                                                     \
-      x.d = a.as_double() op b.as_double();                                                \
-      r.bits = x.u;                                                                        \
-      r.rtype = MW_RT_F64;                                                                 \
-    } else {                                                                               \
-      r.bits = (mw_u64)(a.as_i64() op b.as_i64());                                         \
-      r.rtype = MW_RT_I64;                                                                 \
-    }                                                                                      \
-    return r;                                                                              \
-  }                                                                                        \
-  __device__ inline mw_val operator op(const mw_val &a, long long b) {                     \
-    mw_val v; v.bits = (mw_u64)b; v.rtype = MW_RT_I64; return a op v;                       \
-  }                                                                                        \
-  __device__ inline mw_val operator op(long long a, const mw_val &b) {                     \
-    mw_val v; v.bits = (mw_u64)a; v.rtype = MW_RT_I64; return v op b;                       \
-  }                                                                                        \
-  __device__ inline mw_val operator op(const mw_val &a, int b) { return a op (long long)b; } \
-  __device__ inline mw_val operator op(int a, const mw_val &b) { return (long long)a op b; } \
-  __device__ inline mw_val operator op(const mw_val &a, long b) { return a op (long long)b; } \
-  __device__ inline mw_val operator op(long a, const mw_val &b) { return (long long)a op b; } \
+/* The arithmetic types an mw_val meets (no <type_traits> under NVRTC). An unscoped enum takes
+ * the int overloads below. */
+template <class T> struct mw_num { enum { ok = 0, integral = 0 }; };
+#define MW_NUM(T, I) template <> struct mw_num<T> { enum { ok = 1, integral = I }; };
+MW_NUM(bool, 1) MW_NUM(char, 1) MW_NUM(signed char, 1) MW_NUM(unsigned char, 1)
+MW_NUM(short, 1) MW_NUM(unsigned short, 1) MW_NUM(int, 1) MW_NUM(unsigned, 1)
+MW_NUM(long, 1) MW_NUM(unsigned long, 1) MW_NUM(long long, 1) MW_NUM(unsigned long long, 1)
+MW_NUM(float, 0) MW_NUM(double, 0)
+#undef MW_NUM
+template <bool B, class R> struct mw_if {};
+template <class R> struct mw_if<true, R> { typedef R type; };
+
+__device__ inline mw_val mw_mkval(mw_u64 bits, mw_u32 rtype) {
+  mw_val v;
+  v.bits = bits;
+  v.rtype = rtype;
+  return v;
+}
+__device__ inline mw_val mw_fval(double d) {
+  union { mw_u64 u; double d; } x;
+  x.d = d;
+  return mw_mkval(x.u, MW_RT_F64);
+}
+/* an arithmetic value as an mw_val: floating as double, unsigned 64-bit as such, the rest as
+ * a 64-bit signed integer */
+template <class T> __device__ inline mw_val mw_val_from(T x) {
+  if (!mw_num<T>::integral) return mw_fval((double)x);
+  if (sizeof(T) == 8 && (T)0 < (T)-1) return mw_mkval((mw_u64)x, MW_RT_U64);
+  return mw_mkval((mw_u64)(long long)x, MW_RT_I64);
+}
+/* a <=> b as -1, 0, 1: exact between signed and unsigned integers, by double with a float */
+__device__ inline int mw_val_cmp(const mw_val &a, const mw_val &b) {
+  if (a.is_float() || b.is_float()) {
+    double x = a.as_double(), y = b.as_double();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  long long x = a.as_i64(), y = b.as_i64();
+  bool ux = a.is_u64() && x < 0, uy = b.is_u64() && y < 0; /* beyond the signed range */
+  if (ux != uy) return ux ? 1 : -1;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* + - * /: a floating side (float or double) makes a double, else 64-bit integers */
+#define MW_VAL_ARITH(op)                                                                        \
+  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
+    if (a.is_float() || b.is_float()) return mw_fval(a.as_double() op b.as_double());           \
+    if (a.is_u64() || b.is_u64())                                                               \
+      return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);                     \
+    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
+      const mw_val &a, T b) {                                                                   \
+    return a op mw_val_from(b);                                                                 \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
+      T a, const mw_val &b) {                                                                   \
+    return mw_val_from(a) op b;                                                                 \
+  }                                                                                             \
+  __device__ inline mw_val operator op(const mw_val &a, int b) { return a op mw_val_from(b); }  \
+  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }  \
   __device__ inline double operator op(const mw_val &a, double b) { return a.as_double() op b; } \
   __device__ inline double operator op(double a, const mw_val &b) { return a op b.as_double(); } \
-  __device__ inline float operator op(const mw_val &a, float b) { return (float)a.as_double() op b; } \
-  __device__ inline float operator op(float a, const mw_val &b) { return a op (float)b.as_double(); }
+  __device__ inline double operator op(const mw_val &a, float b) {                              \
+    return a.as_double() op (double)b;                                                          \
+  }                                                                                             \
+  __device__ inline double operator op(float a, const mw_val &b) {                              \
+    return (double)a op b.as_double();                                                          \
+  }
 MW_VAL_ARITH(+)
 MW_VAL_ARITH(-)
 MW_VAL_ARITH(*)
 MW_VAL_ARITH(/)
 #undef MW_VAL_ARITH
-#define MW_VAL_CMP(op)                                                                     \
-  __device__ inline bool operator op(const mw_val &a, const mw_val &b) {                   \
-    return (a.is_float() || b.is_float()) ? a.as_double() op b.as_double()                 \
-                                          : a.as_i64() op b.as_i64();                      \
-  }                                                                                        \
-  __device__ inline bool operator op(const mw_val &a, long long b) {                       \
-    return a.is_float() ? a.as_double() op(double) b : a.as_i64() op b;                   \
-  }                                                                                        \
-  __device__ inline bool operator op(const mw_val &a, int b) { return a op (long long)b; } \
-  __device__ inline bool operator op(const mw_val &a, double b) { return a.as_double() op b; }
+/* % & | ^ << >>: on the integer values, with integers only (as in C) */
+#define MW_VAL_INT(op, usign)                                                                   \
+  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
+    if (usign) return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);            \
+    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
+      const mw_val &a, T b) {                                                                   \
+    return a op mw_val_from(b);                                                                 \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
+      T a, const mw_val &b) {                                                                   \
+    return mw_val_from(a) op b;                                                                 \
+  }                                                                                             \
+  __device__ inline mw_val operator op(const mw_val &a, int b) { return a op mw_val_from(b); }  \
+  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }
+MW_VAL_INT(%, a.is_u64() || b.is_u64())
+MW_VAL_INT(&, a.is_u64() || b.is_u64())
+MW_VAL_INT(|, a.is_u64() || b.is_u64())
+MW_VAL_INT(^, a.is_u64() || b.is_u64())
+MW_VAL_INT(<<, a.is_u64())
+MW_VAL_INT(>>, a.is_u64())
+#undef MW_VAL_INT
+#define MW_VAL_CMP(op)                                                                          \
+  __device__ inline bool operator op(const mw_val &a, const mw_val &b) {                        \
+    return mw_val_cmp(a, b) op 0;                                                               \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::ok, bool>::type operator op(const mw_val &a, T b) { \
+    return mw_val_cmp(a, mw_val_from(b)) op 0;                                                  \
+  }                                                                                             \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::ok, bool>::type operator op(T a, const mw_val &b) { \
+    return mw_val_cmp(mw_val_from(a), b) op 0;                                                  \
+  }                                                                                             \
+  __device__ inline bool operator op(const mw_val &a, int b) {                                  \
+    return mw_val_cmp(a, mw_val_from(b)) op 0;                                                  \
+  }                                                                                             \
+  __device__ inline bool operator op(int a, const mw_val &b) {                                  \
+    return mw_val_cmp(mw_val_from(a), b) op 0;                                                  \
+  }
 MW_VAL_CMP(<)
 MW_VAL_CMP(>)
 MW_VAL_CMP(<=)
@@ -1625,6 +1708,34 @@ MW_VAL_CMP(>=)
 MW_VAL_CMP(==)
 MW_VAL_CMP(!=)
 #undef MW_VAL_CMP
+__device__ inline mw_val operator+(const mw_val &a) { return a; }
+__device__ inline mw_val operator-(const mw_val &a) {
+  if (a.is_float()) return mw_fval(-a.as_double());
+  return mw_mkval(0ull - (mw_u64)a.as_i64(), a.is_u64() ? MW_RT_U64 : MW_RT_I64);
+}
+__device__ inline mw_val operator~(const mw_val &a) {
+  return mw_mkval(~(mw_u64)a.as_i64(), a.is_u64() ? MW_RT_U64 : MW_RT_I64);
+}
+__device__ inline bool operator!(const mw_val &a) { return !(bool)a; }
+/* x op= value(f) for an arithmetic x: x = (type of x)(x op value(f)) */
+#define MW_VAL_ASSIGN(op, which)                                                                \
+  template <class T>                                                                            \
+  __device__ inline typename mw_if<mw_num<T>::which, T &>::type operator op##=(T &a,             \
+                                                                               const mw_val &b) { \
+    a = (T)(a op b);                                                                            \
+    return a;                                                                                   \
+  }
+MW_VAL_ASSIGN(+, ok)
+MW_VAL_ASSIGN(-, ok)
+MW_VAL_ASSIGN(*, ok)
+MW_VAL_ASSIGN(/, ok)
+MW_VAL_ASSIGN(%, integral)
+MW_VAL_ASSIGN(&, integral)
+MW_VAL_ASSIGN(|, integral)
+MW_VAL_ASSIGN(^, integral)
+MW_VAL_ASSIGN(<<, integral)
+MW_VAL_ASSIGN(>>, integral)
+#undef MW_VAL_ASSIGN
 
 /* The outcome of future h as task code reads it: an enum mw_status (PENDING while it runs),
  * its value bits and result type once complete, its failure code and message once FAILED or

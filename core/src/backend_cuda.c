@@ -249,6 +249,11 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out,
     char *log = NULL;
     rc = mw__nvrtc_compile(source, "moonwarp.cu", sm, opts, nopts, &image, &size, &is_cubin, &log);
     if (rc) {
+      char *user = log ? mw__user_log(log, "moonwarp.cu") : NULL;
+      if (user) {
+        free(log);
+        log = user;
+      }
       mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
       free(log);
       return rc;

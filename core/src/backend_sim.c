@@ -245,6 +245,11 @@ static int sim_build(mw_runtime *rt, const char *source) {
       } else if (st != 0) {
         char *log = NULL;
         mw__read_file(logp, &log, NULL);
+        char *user = log && *log ? mw__user_log(log, cpp) : NULL;
+        if (user) {
+          free(log);
+          log = user;
+        }
         mw__rt_error(rt, "%s%s", log && *log ? log : "the C++ compiler failed: ",
                      log && *log ? "" : cxx);
         free(log);
@@ -278,7 +283,7 @@ static void *warp_main(void *arg) {
   int rc;
   /* -2: the lanes diverged; the warp starts over and fails the task it was running */
   while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
-    snprintf(st->workers[t->warp].abort_msg, MW_MSG_BYTES, "%s", err);
+    mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
   if (rc) {
     pthread_mutex_lock(&be->lock);
     if (!atomic_load(&be->fault)) {

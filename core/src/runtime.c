@@ -353,7 +353,7 @@ static void fail_pending(mw_runtime *rt, int status, const char *msg) {
     h->state = MW_ST_FAILED;
     memset(&h->res, 0, sizeof h->res);
     h->res.status = status;
-    snprintf(h->res.message, sizeof h->res.message, "%s", msg);
+    mw__copy_cut(h->res.message, sizeof h->res.message, msg);
     rt->in_flight--;
     /* the device will not run again: nothing it holds matters any more */
     free(h->holds);
@@ -384,8 +384,8 @@ static void mark_fault(mw_runtime *rt, int code, const char *what) {
   if (rt->faulted) return;
   rt->faulted = code;
   rt->running = 0;
-  char msg[160];
-  snprintf(msg, sizeof msg, "%s: %.120s", what, rt->err);
+  char msg[sizeof rt->err + 64];
+  snprintf(msg, sizeof msg, "%s: %s", what, rt->err);
   fail_pending(rt, MW_EFAULT, msg);
 }
 
@@ -677,7 +677,11 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
     char msg[MW_MSG_BYTES + 1];
     memcpy(msg, (const char *)c->msg, MW_MSG_BYTES);
     msg[MW_MSG_BYTES] = 0;
-    snprintf(r->message, sizeof r->message, "%s", msg);
+    /* the device keeps MW_MSG_BYTES - 1 characters of a message (protocol.h): one that fills
+     * them was cut there (or is exactly that long), and says so */
+    size_t n = strlen(msg);
+    int cut = n == MW_MSG_BYTES - 1 && strcmp(msg + n - 3, "...") != 0;
+    snprintf(r->message, sizeof r->message, "%s%s", msg, cut ? "..." : "");
   }
 }
 
@@ -1181,6 +1185,11 @@ MW_API int mw_compile_cubin(const char *source, const char *filename, const char
   const char *opts[] = {"-DMW_CUDA=1"};
   rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, 1, out_cubin, out_size, &is_cubin, &log);
   free(gen);
+  char *user = rc && log ? mw__user_log(log, "moonwarp.cu") : NULL;
+  if (user) {
+    free(log);
+    log = user;
+  }
   if (rc) mw__set_error_str(log ? log : "NVRTC failed");
   if (out_log) *out_log = log;
   else free(log);

@@ -89,6 +89,16 @@ void mw__set_error_str(const char *msg) {
 
 const char *mw__get_error(void) { return last_error; }
 
+void mw__copy_cut(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  if (n < cap) {
+    memcpy(dst, src, n + 1);
+    return;
+  }
+  memcpy(dst, src, cap - 4);
+  memcpy(dst + cap - 4, "...", 4);
+}
+
 char *mw__strdup(const char *s) { return s ? mw__strndup(s, strlen(s)) : NULL; }
 
 char *mw__strndup(const char *s, size_t n) {

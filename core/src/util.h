@@ -30,6 +30,9 @@ int mw__null_arg(const char *fn, const char *arg);
     if (!(p)) return mw__null_arg(fn, #p); \
   } while (0)
 char *mw__strdup(const char *s);
+/* Copies src into dst (cap bytes, at least 4, NUL included); where src does not fit, what is
+ * kept ends with "..." so that the cut shows. */
+void mw__copy_cut(char *dst, size_t cap, const char *src);
 char *mw__strndup(const char *s, size_t n);
 
 double mw__now(void); /* monotonic seconds */
