@@ -2239,6 +2239,14 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
   return mw_bcast(b) != 0;
 }
 
+/* How many more workers each worker that joins a bulk task invites (through the global queue):
+ * 2 makes a tree, so a bulk task reaches every idle worker in about log2(workers) hand-overs,
+ * where 1 made a chain of as many hand-overs as workers. The global queue holds the invitations
+ * (mw_state.gq_cap counts MW_BULK_FANOUT per worker). */
+#ifndef MW_BULK_FANOUT
+#define MW_BULK_FANOUT 2u
+#endif
+
 /* Runs instances of a bulk frame until none are left to claim; the worker that finishes the
  * last instance completes the future; the last reference frees the frame. A cancelled bulk
  * task runs no more instances: the worker that sees the request claims the rest and skips
@@ -2271,10 +2279,14 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
         skip = 1;
       } else {
         i = atomicAdd(&h->bulk_next, chunk);
-        if (!shared && i + chunk < n) { /* let another worker join in */
-          atomicAdd(&h->bulk_refs, 1u);
-          mw_gq_push(st, f);
+        if (!shared) { /* invite up to MW_BULK_FANOUT more workers, each of which does the same */
           shared = true;
+          mw_u32 k = 0;
+          while (k < MW_BULK_FANOUT && i + (k + 2) * chunk <= n) ++k;
+          if (k) {
+            atomicAdd(&h->bulk_refs, k);
+            for (mw_u32 j = 0; j < k; ++j) mw_gq_push(st, f);
+          }
         }
       }
     }

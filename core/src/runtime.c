@@ -96,7 +96,8 @@ static int alloc_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   int rc;
   size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
-  uint32_t gq_cap = pow2_at_least((uint64_t)nf + 2 * mw + 16);
+  /* frames, and the invitations of bulk tasks: up to MW_BULK_FANOUT (2) per worker, twice over */
+  uint32_t gq_cap = pow2_at_least((uint64_t)nf + 4 * mw + 16);
   /* pinned rings and control block */
   if ((rc = o->alloc_pinned(rt, sizeof(mw_control), (void **)&rt->ctl, &rt->ctl_dev))) return rc;
   memset((void *)rt->ctl, 0, sizeof(mw_control));
