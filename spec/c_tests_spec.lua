@@ -11,7 +11,7 @@ local programs = {
   { name = "api_bad_input_test", want = "(%d+) checks, (%d+) failed" },
 }
 
-describe("C tests", function()
+describe("C tests #slow", function()
   for _, p in ipairs(programs) do
     it(p.name .. " passes", function()
       local path = build .. "/" .. p.name
@@ -31,7 +31,7 @@ describe("C tests", function()
   end
 end)
 
-describe("the parser's fuzz target", function()
+describe("the parser's fuzz target #slow", function()
   local has_clang = support.run("command -v clang") == 0
   if not has_clang then
     pending("fuzz_parse: skipped, clang is not installed (scripts/fuzz.sh needs it)")
@@ -46,7 +46,7 @@ describe("the parser's fuzz target", function()
   end)
 end)
 
-describe("cmake --install", function()
+describe("cmake --install #slow", function()
   it("puts the library, the device process, the header and moonwarp.pc where a C host finds them",
     function()
       local prefix = os.tmpname()

@@ -232,7 +232,7 @@ if b == "fail" then error("boom from the script") end
   end)
 end)
 
-describe("the moonwarp command on a terminal #sim", function()
+describe("the moonwarp command on a terminal #sim #slow", function()
   local pty = require "spec.pty"
   local mw = require "moonwarp"
   local have_readline = pcall(require, "readline")

@@ -8,7 +8,7 @@ local support = require "spec.support"
 
 local ROCKSPEC = "rocks/moonwarp-scm-1.rockspec"
 
-describe("luarocks make " .. ROCKSPEC, function()
+describe("luarocks make " .. ROCKSPEC .. " #slow", function()
 
   local have_luarocks = support.run("command -v luarocks >/dev/null") == 0
   if not have_luarocks then
