@@ -35,8 +35,10 @@
 
 #define MWL_CLOSED_MSG "runtime is closed"
 
-/* While Ctrl-C is caught (interrupt.c), waits check for it at least this often. */
-#define MWL_WAIT_SLICE_S 0.1
+/* The naps of a wait the binding makes itself (mw.any over several runtimes, mw.run, gc):
+ * an eighth of the time waited, within these bounds (moonwarp.h, Waiting). */
+#define MWL_NAP_MIN_S 50e-6
+#define MWL_NAP_MAX_S 1e-3
 
 /* Host spawns wait this long for inbox or host-future capacity before they fail. */
 #define MWL_SPAWN_TIMEOUT_S 10.0
@@ -102,6 +104,7 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx); /* raises if closed */
 void mwl_runtime_ref(mwl_runtime *r);
 void mwl_runtime_unref(mwl_runtime *r);
 void mwl_runtime_check_open(lua_State *L, const mwl_runtime *r);
+int mwl_poll_fds(lua_State *L); /* core._poll_fds() */
 
 /* program.c */
 void mwl_program_init(lua_State *L);
@@ -124,11 +127,17 @@ mwl_future *mwl_test_future(lua_State *L, int idx);
 int mwl_future_join(lua_State *L);
 int mwl_future_any(lua_State *L);
 
-/* interrupt.c: Ctrl-C while the REPL catches it */
+/* interrupt.c: Ctrl-C during waits, and in the REPL */
 int mwl_interrupts(lua_State *L);   /* core._interrupts(mode) */
 int mwl_interrupted(lua_State *L);  /* core._interrupted() */
-int mwl_interruptible(void);        /* whether SIGINT is caught now */
-double mwl_wait_slice(double left); /* how long the next slice of a wait of `left` s (< 0: forever) may be */
+int mwl_interruptible_call(lua_State *L); /* core._interruptible(fn, ...) */
+int mwl_nap_lua(lua_State *L);      /* core._nap(waited_s [, most_s]) */
+const volatile int *mwl_interrupt_flag(void); /* set while a Ctrl-C is not taken (the runtimes' flag) */
+/* A wait's scope: Ctrl-C is caught between enter and leave (interrupt.c says how). Nothing may
+ * raise a Lua error between the two: leave first, then mwl_interrupt_check. */
+void mwl_wait_enter(void);
+void mwl_wait_leave(void);
 void mwl_interrupt_check(lua_State *L); /* raises "interrupted" when a SIGINT came */
+void mwl_nap(double waited, double most); /* one nap of a wait of waited s, at most most s (< 0: no bound) */
 
 #endif /* MWL_BINDING_H */

@@ -4,27 +4,20 @@
  * first time a result is seen (await, poll) it is copied into the userdata, so a future can be
  * awaited again and its state read without asking the core. */
 #define _POSIX_C_SOURCE 200809L
-#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "binding.h"
 
 
-/* mw_future_await, in slices while Ctrl-C is caught (interrupt.c), raising "interrupted"
- * between two of them; in one call otherwise. timeout < 0 waits for ever. */
-static int await_core(lua_State *L, mwl_future *fu, double timeout, mw_result *res) {
-  double deadline;
-  if (!mwl_interruptible()) return mw_future_await(fu->r->rt, fu->f, timeout, res);
-  deadline = timeout < 0 ? 0 : mwl_now() + timeout;
-  for (;;) {
-    double left = timeout < 0 ? -1 : deadline - mwl_now();
-    int rc;
-    if (timeout >= 0 && left < 0) left = 0;
-    rc = mw_future_await(fu->r->rt, fu->f, mwl_wait_slice(left), res);
-    if (rc != MW_ETIMEDOUT || (timeout >= 0 && mwl_now() >= deadline)) return rc;
-    mwl_interrupt_check(L);
-  }
+/* mw_future_await inside a wait's scope (interrupt.c): Ctrl-C ends it with MW_EINTR, after
+ * which the caller raises "interrupted" (mwl_interrupt_check). timeout < 0 waits for ever. */
+static int await_core(mwl_future *fu, double timeout, mw_result *res) {
+  int rc;
+  mwl_wait_enter();
+  rc = mw_future_await(fu->r->rt, fu->f, timeout, res);
+  mwl_wait_leave();
+  return rc;
 }
 
 /* Makes an empty future of runtime r (no core future yet: f == 0), anchor at anchor_idx as
@@ -149,9 +142,12 @@ static int f_await(lua_State *L) {
   }
   if (!fu->have) {
     memset(&res, 0, sizeof res);
-    rc = await_core(L, fu, timeout, &res);
+    rc = await_core(fu, timeout, &res);
+    settle(fu, rc, &res);
+    mwl_interrupt_check(L); /* Ctrl-C: "interrupted"; the future can be awaited again */
+    if (rc == MW_EINTR) return luaL_error(L, "interrupted");
     if (rc == MW_ETIMEDOUT) return mwl_fail(L, rc, NULL); /* "timed out", not a stale detail */
-    if (!settle(fu, rc, &res)) return mwl_fail_rt(L, fu->r, rc == 0 ? MW_EAGAIN : rc);
+    if (!fu->have) return mwl_fail_rt(L, fu->r, rc == 0 ? MW_EAGAIN : rc);
   }
   push_result(L, fu);
   return 1;
@@ -186,7 +182,11 @@ static int f_cancel(lua_State *L) {
     lua_pushboolean(L, 0);
     return 1;
   }
+  mwl_wait_enter(); /* waiting for a free inbox cell: Ctrl-C ends it */
   rc = mw_future_cancel(fu->r->rt, fu->f, fu->r->spawn_timeout);
+  mwl_wait_leave();
+  mwl_interrupt_check(L);
+  if (rc == MW_EINTR) return luaL_error(L, "interrupted");
   if (rc < 0) return mwl_fail_rt(L, fu->r, rc);
   lua_pushboolean(L, rc == 1);
   return 1;
@@ -249,30 +249,37 @@ static double take_timeout(lua_State *L, const char *fname) {
 
 /* mw.join(f1, f2, ... [, timeout_s]): waits for all, then returns their values in order;
  * raises the first failure (in argument order) once all are done. When the timeout runs out
- * first: nil, "timed out", "ETIMEDOUT" (the futures stay usable). */
+ * first: nil, "timed out", "ETIMEDOUT" (the futures stay usable). Ctrl-C raises "interrupted"
+ * (the futures stay usable). */
 int mwl_future_join(lua_State *L) {
   double timeout = take_timeout(L, "join");
   double deadline = timeout < 0 ? 0 : mwl_now() + timeout;
-  int n = lua_gettop(L), i, err = 0, err_i = 0;
+  int n = lua_gettop(L), i, err = 0, err_i = 0, stop = 0;
   for (i = 1; i <= n; i++) mwl_check_future(L, i);
-  for (i = 1; i <= n; i++) {
+  mwl_wait_enter(); /* nothing raises until its leave */
+  for (i = 1; i <= n && !stop; i++) {
     mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
     mw_result res;
     int rc;
     if (fu->have) continue;
     memset(&res, 0, sizeof res);
     if (timeout < 0) {
-      rc = await_core(L, fu, -1, &res);
+      rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
     } else {
       double left = deadline - mwl_now();
-      rc = await_core(L, fu, left > 0 ? left : 0, &res);
-      if (rc == MW_ETIMEDOUT) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
+      rc = mw_future_await(fu->r->rt, fu->f, left > 0 ? left : 0, &res);
     }
-    if (!settle(fu, rc, &res) && err == 0) {
+    if (rc == MW_EINTR || rc == MW_ETIMEDOUT) {
+      stop = rc;
+    } else if (!settle(fu, rc, &res) && err == 0) {
       err = rc == 0 ? MW_EAGAIN : rc;
       err_i = i;
     }
   }
+  mwl_wait_leave();
+  mwl_interrupt_check(L);
+  if (stop == MW_EINTR) return luaL_error(L, "interrupted");
+  if (stop == MW_ETIMEDOUT) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
   for (i = 1; i <= n; i++) {
     mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
     if (fu->have && fu->res.status != MW_OK) raise_failure(L, fu);
@@ -287,52 +294,77 @@ int mwl_future_join(lua_State *L) {
   return n;
 }
 
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-/* mw.any(f1, f2, ... [, timeout_s]): index and value of the first future to complete (in argument order when
- * several are complete); raises its failure if it failed. Spins on the runtimes' completion
- * rings with a short, growing pause between rounds and a yield of the thread once the wait
- * grows long; it never sleeps. */
-int mwl_future_any(lua_State *L) {
-  double timeout = take_timeout(L, "any");
-  double deadline = timeout < 0 ? 0 : mwl_now() + timeout;
-  int n = lua_gettop(L), i;
-  unsigned spin = 1, rounds = 0;
-  if (n == 0) return luaL_argerror(L, 1, "future expected, got no value");
-  for (i = 1; i <= n; i++) mwl_check_future(L, i);
+/* The wait of mw.any when its futures belong to several runtimes: polls each in turn and naps
+ * between rounds (interrupt.c, mwl_nap). Returns 0 with *which set, or an MW_E* (the failing
+ * future in *which). Runs inside a wait's scope: raises nothing. */
+static int any_across(lua_State *L, int n, double timeout, int *which) {
+  double start = mwl_now();
   for (;;) {
-    mwl_runtime *polled = NULL;
+    double now;
+    int i;
     for (i = 1; i <= n; i++) {
       mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
-      int rc;
-      if (!fu->have && fu->r != polled) {
-        mw_runtime_poll(fu->r->rt);
-        polled = fu->r;
-      }
-      rc = poll_once(fu);
-      if (rc == 0) {
-        lua_pushinteger(L, i);
-        push_result(L, fu);
-        return 2;
-      }
-      if (rc != MW_EAGAIN) {
-        const char *msg = mw_runtime_last_error(fu->r->rt);
-        return luaL_error(L, "%s#%d: %s", fu->name, (int)fu->id,
-                          msg != NULL && msg[0] != '\0' ? msg : mw_strerror(rc));
-      }
+      int rc = poll_once(fu);
+      if (rc == MW_EAGAIN) continue;
+      *which = i;
+      return rc;
     }
-    if (timeout >= 0 && mwl_now() >= deadline) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
-    mwl_interrupt_check(L);
-    for (i = 0; i < (int)spin; i++) cpu_relax();
-    if (spin < 1024) spin *= 2;
-    if (++rounds > 1000) sched_yield();
+    if (*mwl_interrupt_flag()) return MW_EINTR;
+    now = mwl_now();
+    if (timeout >= 0 && now - start >= timeout) return MW_ETIMEDOUT;
+    mwl_nap(now - start, timeout >= 0 ? timeout - (now - start) : -1);
   }
+}
+
+/* mw.any(f1, f2, ... [, timeout_s]): index and value of the first future to complete (in
+ * argument order when several are complete); raises its failure if it failed. Waits as
+ * mw_future_await does (moonwarp.h, Waiting): spins or yields briefly, then naps; Ctrl-C raises
+ * "interrupted" (the futures stay usable). */
+int mwl_future_any(lua_State *L) {
+  double timeout = take_timeout(L, "any");
+  int n = lua_gettop(L), i, which = 0, rc, one_runtime = 1;
+  mwl_runtime *r;
+  mw_future *fs;
+  mw_result res;
+  if (n == 0) return luaL_argerror(L, 1, "future expected, got no value");
+  for (i = 1; i <= n; i++) mwl_check_future(L, i);
+  r = ((mwl_future *)lua_touserdata(L, 1))->r;
+  for (i = 1; i <= n; i++) {
+    mwl_future *fu = (mwl_future *)lua_touserdata(L, i);
+    if (fu->have) { /* settled earlier: no wait */
+      lua_pushinteger(L, i);
+      push_result(L, fu);
+      return 2;
+    }
+    if (fu->r != r) one_runtime = 0;
+  }
+  memset(&res, 0, sizeof res);
+  if (one_runtime) {
+    fs = (mw_future *)lua_newuserdata(L, (size_t)n * sizeof *fs);
+    for (i = 0; i < n; i++) fs[i] = ((mwl_future *)lua_touserdata(L, i + 1))->f;
+    mwl_wait_enter();
+    rc = mw_future_await_any(r->rt, fs, n, timeout, &which, &res);
+    mwl_wait_leave();
+    which += 1;
+    lua_pop(L, 1);
+    if (rc == 0) settle((mwl_future *)lua_touserdata(L, which), 0, &res);
+  } else {
+    mwl_wait_enter();
+    rc = any_across(L, n, timeout, &which);
+    mwl_wait_leave();
+  }
+  mwl_interrupt_check(L);
+  if (rc == MW_EINTR) return luaL_error(L, "interrupted");
+  if (rc == MW_ETIMEDOUT) return mwl_fail(L, MW_ETIMEDOUT, "timed out");
+  if (rc != 0) {
+    mwl_future *fu = (mwl_future *)lua_touserdata(L, which >= 1 && which <= n ? which : 1);
+    const char *msg = mw_runtime_last_error(fu->r->rt);
+    return luaL_error(L, "%s#%d: %s", fu->name, (int)fu->id,
+                      msg != NULL && msg[0] != '\0' ? msg : mw_strerror(rc));
+  }
+  lua_pushinteger(L, which);
+  push_result(L, (mwl_future *)lua_touserdata(L, which));
+  return 2;
 }
 
 static const luaL_Reg methods[] = {

@@ -1,31 +1,47 @@
-/* interrupt.c - Ctrl-C for interactive use: a SIGINT handler that the REPL turns on, which
- * interrupts the await that is waiting (await, join, any, a spawn waiting for capacity) and,
- * while the REPL evaluates a line, the Lua code that is running.
+/* interrupt.c - Ctrl-C (SIGINT): while a script waits (await, join, any, mw.run, a spawn waiting
+ * for capacity) it raises "interrupted" there at once; in the REPL it also drops the line being
+ * typed and stops the Lua code a line runs.
  *
- * Modes (core._interrupts(mode), from the main thread):
- *   "off"   the handler that was there before is back; waits are not interruptible (default)
- *   "idle"  SIGINT only sets a flag: the REPL's line reader sees it (its poll() returns EINTR,
+ * Waits. A wait in the binding is a scope (mwl_wait_enter / mwl_wait_leave, nested scopes count
+ * once). The outermost scope installs a handler that sets a flag, and puts back the disposition
+ * it found when it ends: outside waits Ctrl-C does what it did before (in a script luajit runs,
+ * luajit's own handler raises "interrupted!" at the next Lua instruction, which a wait in C
+ * never reaches; without one the process ends), and a script that ignores SIGINT (SIG_IGN) is
+ * left alone. The flag is the runtimes' interrupt flag
+ * (mw_runtime_set_interrupt): the core's wait returns MW_EINTR before its next nap, at once since
+ * the signal cuts the nap short; the binding then raises "interrupted" after its scope ended. The
+ * future stays valid (the task runs on; f:cancel() stops it) and can be awaited again. A second
+ * Ctrl-C while the first is not taken (Lua code that mw.run resumed runs on without waiting)
+ * ends the process, as it would without moonwarp.
+ *
+ * REPL modes (core._interrupts(mode), from the main thread):
+ *   "off"   the handler that was there before is back; only the waits' scopes catch SIGINT
+ *   "idle"  SIGINT only sets the flag: the REPL's line reader sees it (its poll() returns EINTR,
  *           the handler is installed without SA_RESTART) and drops the line
  *   "eval"  the flag, and a count hook that raises "interrupted" at the next Lua instruction
  *           (what luajit's own REPL does), so a Lua loop stops too. A trace compiled by the
  *           JIT runs no hooks (the REPL runs the lines typed with the JIT off for that reason);
  *           a second Ctrl-C while the first is not taken ends the process.
- * A wait in the binding, while the mode is not "off", waits in slices of MWL_WAIT_SLICE_S and
- * raises "interrupted" when the flag is set between two of them; the future stays usable (the
- * task runs on; f:cancel() stops it). */
+ * While the mode is not "off" the waits' scopes install nothing: the REPL's handler is there. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include "binding.h"
 
 enum { MODE_OFF, MODE_IDLE, MODE_EVAL };
 
+_Static_assert(sizeof(sig_atomic_t) == sizeof(int), "the core reads the flag as an int");
+
 static volatile sig_atomic_t pending; /* a SIGINT not yet taken */
 static volatile sig_atomic_t mode = MODE_OFF;
+static volatile sig_atomic_t wait_caught; /* a wait's scope installed the handler */
 static lua_State *main_L;           /* where the hook goes: the main thread of the state */
 static struct sigaction previous;   /* the handler before "idle"/"eval" */
+static struct sigaction wait_previous; /* the default disposition a wait's scope replaced */
+static int wait_depth;              /* nested wait scopes */
 static pthread_t main_thread;       /* the thread that runs Lua and waits */
 
 static void hook(lua_State *L, lua_Debug *ar) {
@@ -42,9 +58,9 @@ static void on_sigint(int sig) {
     pthread_kill(main_thread, sig);
     return;
   }
-  if (pending && mode == MODE_EVAL) {
-    /* a second Ctrl-C while the first is not taken: the code running does not reach a hook
-     * (a loop compiled by the JIT does not), so the process ends as it would without us */
+  if (pending && (mode == MODE_EVAL || (mode == MODE_OFF && wait_caught))) {
+    /* a second Ctrl-C while the first is not taken: the code running does not reach a hook or
+     * a wait (a loop compiled by the JIT does not), so the process ends as it would without us */
     signal(SIGINT, SIG_DFL);
     raise(SIGINT);
     return;
@@ -60,18 +76,95 @@ static void unhook(void) {
   if (main_L != NULL && lua_gethook(main_L) == hook) lua_sethook(main_L, NULL, 0, 0);
 }
 
-int mwl_interruptible(void) { return mode != MODE_OFF; }
+static int catch_sigint(struct sigaction *was) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0; /* no SA_RESTART: a blocked read, poll or nap returns EINTR */
+  return sigaction(SIGINT, &sa, was);
+}
 
-double mwl_wait_slice(double left) {
-  if (mode == MODE_OFF) return left;
-  return left < 0 || left > MWL_WAIT_SLICE_S ? MWL_WAIT_SLICE_S : left;
+const volatile int *mwl_interrupt_flag(void) { return (const volatile int *)&pending; }
+
+void mwl_wait_enter(void) {
+  struct sigaction cur;
+  if (wait_depth++ > 0 || mode != MODE_OFF) return;
+  if (sigaction(SIGINT, NULL, &cur) != 0) return;
+  if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* ignored: it stays so */
+  main_thread = pthread_self();
+  pending = 0;
+  if (catch_sigint(&wait_previous) == 0) wait_caught = 1;
+}
+
+void mwl_wait_leave(void) {
+  if (wait_depth > 0) --wait_depth;
+  if (wait_depth > 0 || !wait_caught) return;
+  wait_caught = 0;
+  sigaction(SIGINT, &wait_previous, NULL);
 }
 
 void mwl_interrupt_check(lua_State *L) {
-  if (mode == MODE_OFF || !pending) return;
+  if (!pending) return;
   pending = 0;
   unhook();
   luaL_error(L, "interrupted");
+}
+
+void mwl_nap(double waited, double most) {
+  double nap = waited / 8;
+  struct timespec ts;
+  if (nap < MWL_NAP_MIN_S) nap = MWL_NAP_MIN_S;
+  if (nap > MWL_NAP_MAX_S) nap = MWL_NAP_MAX_S;
+  if (most >= 0 && nap > most) nap = most;
+  if (nap <= 0) return;
+  ts.tv_sec = (time_t)nap;
+  ts.tv_nsec = (long)((nap - (double)ts.tv_sec) * 1e9);
+  nanosleep(&ts, NULL); /* a signal (Ctrl-C) cuts it short */
+}
+
+/* core._nap(waited_s [, most_s]): one nap of a wait that has lasted waited_s (an eighth of it,
+ * 50 us to 1 ms, at most most_s); raises "interrupted" on Ctrl-C. For the Lua layer's waits. */
+int mwl_nap_lua(lua_State *L) {
+  double waited = luaL_checknumber(L, 1), most = luaL_optnumber(L, 2, -1);
+  mwl_wait_enter();
+  if (!pending) mwl_nap(waited, most);
+  mwl_wait_leave();
+  if (pending) { /* without a position: core._interruptible gives it its caller's */
+    pending = 0;
+    unhook();
+    lua_pushliteral(L, "interrupted");
+    return lua_error(L);
+  }
+  return 0;
+}
+
+/* core._interruptible(fn, ...): fn(...) inside a wait's scope (Ctrl-C raises "interrupted" at the
+ * waits in it); returns its results, raises its error after the scope ended: a bare
+ * "interrupted" (core._nap's) at the position of the line that called the Lua function calling
+ * this one (mw.run's caller). fn must not yield. */
+int mwl_interruptible_call(lua_State *L) {
+  int base, rc;
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  base = lua_gettop(L);
+  mwl_wait_enter();
+  rc = lua_pcall(L, base - 1, LUA_MULTRET, 0);
+  mwl_wait_leave();
+  if (rc == 0 && pending) { /* one that came after the last wait in fn */
+    pending = 0;
+    unhook();
+    lua_pushliteral(L, "interrupted");
+    rc = LUA_ERRRUN;
+  }
+  if (rc != 0) {
+    if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "interrupted") == 0) {
+      luaL_where(L, 2);
+      lua_pushliteral(L, "interrupted");
+      lua_concat(L, 2);
+    }
+    return lua_error(L);
+  }
+  return lua_gettop(L);
 }
 
 /* core._interrupts(mode): sets the mode ("off", "idle", "eval"); returns the one before.
@@ -85,15 +178,10 @@ int mwl_interrupts(lua_State *L) {
     return luaL_error(L, "interrupts are set from the main thread, not a coroutine");
   lua_pop(L, 1);
   if (m != MODE_OFF && was == MODE_OFF) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: a blocked read or poll returns EINTR */
     main_L = L;
     main_thread = pthread_self();
     pending = 0;
-    if (sigaction(SIGINT, &sa, &previous) != 0) return luaL_error(L, "cannot catch SIGINT");
+    if (catch_sigint(&previous) != 0) return luaL_error(L, "cannot catch SIGINT");
   }
   mode = m;
   unhook();

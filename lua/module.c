@@ -167,6 +167,9 @@ static const luaL_Reg functions[] = {
     {"_int64_helpers", l_int64_helpers},
     {"_interrupts", mwl_interrupts},
     {"_interrupted", mwl_interrupted},
+    {"_interruptible", mwl_interruptible_call},
+    {"_nap", mwl_nap_lua},
+    {"_poll_fds", mwl_poll_fds},
     {"_methods", l_methods},
     {NULL, NULL},
 };

@@ -1,6 +1,7 @@
 /* program.c - the moonwarp.program and moonwarp.task types: task lookup, argument marshalling
  * and spawning. A program's environment table holds the runtime anchor at [1] and its task
  * objects by name, so prog.fib returns the same object every time. */
+#include <stdio.h>
 #include <string.h>
 
 #include "binding.h"
@@ -142,6 +143,23 @@ static void marshal(lua_State *L, mwl_runtime *r, int idx, mw_type ty, int argn,
   }
 }
 
+/* After a spawn found no capacity: the host futures may be held by garbage. Collects when this
+ * script holds every one of them (nothing else can free one), else only once the futures held
+ * have grown by half since the last such collection, so that a full inbox alone does not cost a
+ * collection per spawn. */
+static void collect_for_capacity(lua_State *L, mwl_runtime *r) {
+  if ((r->host_futures && r->held >= r->host_futures) ||
+      r->held > r->held_at_gc + r->held_at_gc / 2) {
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    r->held_at_gc = r->held;
+  }
+  mwl_runtime_check_open(L, r);
+}
+
+static int no_capacity(int rc) {
+  return rc == MW_ECAPACITY || rc == MW_ETIMEDOUT || rc == MW_EAGAIN;
+}
+
 /* Spawns task t with the Lua arguments at first..top (bulk: n instances, n > 0), argument
  * numbers in messages counted from argn0. Returns the future, or nil, message, code. */
 static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, const char *fname) {
@@ -150,7 +168,6 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
   mwl_runtime *r = t->r;
   mwl_future *fu;
   int nargs = lua_gettop(L) - first + 1, i, rc, anchor;
-  double end;
   task_info(L, t, &info);
   if (info.nparams > MAX_ARGS) return luaL_error(L, "task '%s' has too many parameters", info.name);
   if (fname == NULL) fname = info.name;
@@ -166,34 +183,178 @@ static int spawn(lua_State *L, mwl_task *t, int first, uint32_t n, int argn0, co
     rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, 0, &fu->f);
   else
     rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, 0, &fu->f);
-  if (rc == MW_ECAPACITY || rc == MW_ETIMEDOUT || rc == MW_EAGAIN) {
-    /* The host futures may be held by garbage: collect when this script holds every one of
-     * them (nothing else can free one), else only once the futures held have grown by half
-     * since the last such collection, so that a full inbox alone does not cost a collection
-     * per spawn. Then wait with a deadline. */
-    if ((r->host_futures && r->held >= r->host_futures) ||
-        r->held > r->held_at_gc + r->held_at_gc / 2) {
-      lua_gc(L, LUA_GCCOLLECT, 0);
-      r->held_at_gc = r->held;
-    }
-    mwl_runtime_check_open(L, r);
-    end = mwl_now() + r->spawn_timeout;
-    for (;;) { /* in slices while Ctrl-C is caught (interrupt.c), in one wait otherwise */
-      double left = end - mwl_now();
-      left = mwl_wait_slice(left > 0 ? left : 0);
-      if (n == 0)
-        rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, left, &fu->f);
-      else
-        rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, left, &fu->f);
-      if (rc != MW_ETIMEDOUT || !mwl_interruptible() || mwl_now() >= end) break;
-      mwl_interrupt_check(L);
-    }
+  if (no_capacity(rc)) {
+    collect_for_capacity(L, r);
+    /* then wait, up to spawn_timeout; Ctrl-C ends the wait */
+    mwl_wait_enter();
+    if (n == 0)
+      rc = mw_spawn(r->rt, t->p, t->index, args, info.nparams, r->spawn_timeout, &fu->f);
+    else
+      rc = mw_spawn_bulk(r->rt, t->p, t->index, n, args, info.nparams, r->spawn_timeout, &fu->f);
+    mwl_wait_leave();
+    if (rc < 0) fu->f = 0;
+    mwl_interrupt_check(L);
+    if (rc == MW_EINTR) return luaL_error(L, "interrupted");
   }
   if (rc < 0) {
     fu->f = 0;
     return mwl_fail_rt(L, r, rc);
   }
   r->held++;
+  return 1;
+}
+
+/* Pushes the arguments of spawn i (1-based) of spawn_many from its args (at index 3): args(i)'s
+ * results, or args[i] (a table of the arguments; for a task of one parameter the bare value
+ * too). Leaves exactly nparams values. */
+static void spawn_many_args(lua_State *L, int i, int nparams, const char *fname) {
+  int top = lua_gettop(L), got, k;
+  if (lua_type(L, 3) == LUA_TFUNCTION) {
+    lua_pushvalue(L, 3);
+    lua_pushinteger(L, i);
+    lua_call(L, 1, LUA_MULTRET);
+    got = lua_gettop(L) - top;
+  } else {
+    lua_rawgeti(L, 3, i);
+    if (nparams == 1 && lua_type(L, -1) != LUA_TTABLE) {
+      got = 1;
+    } else if (lua_type(L, -1) != LUA_TTABLE) {
+      luaL_error(L, "bad argument #2 to 'spawn_many' (element %d: a table of %d arguments "
+                    "expected, got %s)", i, nparams, mwl_typename(L, -1));
+      return;
+    } else {
+      int tab = lua_gettop(L);
+      got = (int)lua_objlen(L, tab);
+      if (got > nparams) got = nparams + 1; /* too many: said below */
+      for (k = 1; k <= nparams; k++) lua_rawgeti(L, tab, k);
+      lua_remove(L, tab);
+      if (got <= nparams) got = nparams;
+    }
+  }
+  if (got > nparams)
+    luaL_error(L, "wrong number of arguments to '%s' (expected %d, got more)", fname, nparams);
+  lua_settop(L, top + nparams); /* fewer: the rest are nil, which marshal names */
+}
+
+/* task:spawn_many(n [, args [, {futures = false}]]): n spawns of the task in one call. args
+ * gives the arguments of spawn i (1..n): a function called as args(i) that returns them, or a
+ * table whose element i is a table of them (a bare value where the task has one parameter);
+ * none for a task without parameters. Every argument is checked before the first spawn. Returns
+ * a table of the n futures; with futures = false the spawns are fire-and-forget (the host lets
+ * go of each at once and its result is dropped; rt:stats() counts them) and it returns n.
+ * Capacity is waited for as a spawn waits (spawn_timeout for each); when it runs out: nil,
+ * message, code, then what was spawned (the table of those futures, or their number). */
+static int task_spawn_many(lua_State *L) {
+  mwl_task *t = mwl_check_task(L, 1);
+  mwl_runtime *r = t->r;
+  mw_task_info info;
+  lua_Number nn;
+  uint32_t n, done = 0, k;
+  int keep = 1, i, j, rc = 0, result = 0, np;
+  mw_value *vals = NULL;
+  mw_future *outs = NULL;
+  char fname[48];
+  if (lua_type(L, 2) != LUA_TNUMBER) return type_error(L, 1, "spawn_many", "number", 2);
+  nn = lua_tonumber(L, 2);
+  if (!(nn >= 0 && nn <= 16777216.0 && nn == (lua_Number)(uint32_t)nn))
+    return arg_error(L, 1, "spawn_many",
+                     lua_pushfstring(L, "spawn count must be an integer in 0..16777216, got %s",
+                                     lua_tostring(L, 2)));
+  n = (uint32_t)nn;
+  task_info(L, t, &info);
+  np = info.nparams;
+  if (np > MAX_ARGS) return luaL_error(L, "task '%s' has too many parameters", info.name);
+  if (!lua_isnoneornil(L, 4)) {
+    if (lua_type(L, 4) != LUA_TTABLE) return type_error(L, 3, "spawn_many", "table", 4);
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      if (lua_type(L, -2) != LUA_TSTRING || strcmp(lua_tostring(L, -2), "futures") != 0)
+        return arg_error(L, 3, "spawn_many", "unknown option (options: futures)");
+      if (lua_type(L, -1) != LUA_TBOOLEAN)
+        return arg_error(L, 3, "spawn_many", "option 'futures' must be a boolean");
+      keep = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  lua_settop(L, 3);
+  if (lua_isnil(L, 3)) {
+    if (np > 0)
+      return arg_error(L, 2, "spawn_many",
+                       lua_pushfstring(L, "task '%s' takes %d argument%s: a table or a function "
+                                          "expected, got nil", info.name, np, np == 1 ? "" : "s"));
+  } else if (lua_type(L, 3) != LUA_TFUNCTION && lua_type(L, 3) != LUA_TTABLE) {
+    return type_error(L, 2, "spawn_many", "table or function", 3);
+  }
+  /* every argument, checked, before anything is spawned (scratch memory the collector owns) */
+  if (np > 0 && n > 0) {
+    vals = (mw_value *)lua_newuserdata(L, (size_t)n * (size_t)np * sizeof *vals);
+    for (k = 0; k < n; k++) {
+      int base;
+      snprintf(fname, sizeof fname, "spawn_many[%u]", (unsigned)(k + 1));
+      spawn_many_args(L, (int)k + 1, np, fname);
+      base = lua_gettop(L) - np + 1;
+      for (j = 0; j < np; j++)
+        marshal(L, r, base + j, info.param_types[j], j + 1, fname, &vals[(size_t)k * np + j]);
+      lua_settop(L, 4);
+    }
+  }
+  if (keep) {
+    int anchor;
+    outs = n ? (mw_future *)lua_newuserdata(L, (size_t)n * sizeof *outs) : NULL;
+    lua_getfenv(L, 1);
+    anchor = lua_gettop(L);
+    lua_createtable(L, (int)n, 0);
+    result = lua_gettop(L);
+    for (k = 0; k < n; k++) { /* made first: nothing can fail once tasks are spawned */
+      mwl_future_new(L, anchor, r, info.name);
+      lua_rawseti(L, result, (int)k + 1);
+    }
+  }
+  while (done < n) {
+    uint32_t made = 0;
+    rc = mw_spawn_n(r->rt, t->p, t->index, n - done, vals ? vals + (size_t)done * np : NULL, np,
+                    0, outs ? outs + done : NULL, &made);
+    done += made;
+    if (rc == 0 || !no_capacity(rc)) break;
+    collect_for_capacity(L, r);
+    mwl_wait_enter();
+    made = 0;
+    rc = mw_spawn_n(r->rt, t->p, t->index, n - done, vals ? vals + (size_t)done * np : NULL, np,
+                    r->spawn_timeout, outs ? outs + done : NULL, &made);
+    mwl_wait_leave();
+    done += made;
+    if (rc == 0 || rc == MW_EINTR || !no_capacity(rc)) break;
+    if (made == 0) break; /* nothing moved within spawn_timeout */
+  }
+  if (keep) {
+    for (k = 0; k < done; k++) {
+      lua_rawgeti(L, result, (int)k + 1);
+      ((mwl_future *)lua_touserdata(L, -1))->f = outs[k];
+      lua_pop(L, 1);
+    }
+    for (k = n; k > done; k--) { /* the futures not spawned go */
+      lua_pushnil(L);
+      lua_rawseti(L, result, (int)k);
+    }
+    r->held += done;
+  }
+  if (rc == MW_EINTR) {
+    mwl_interrupt_check(L);
+    return luaL_error(L, "interrupted");
+  }
+  mwl_interrupt_check(L);
+  if (rc < 0) {
+    i = mwl_fail_rt(L, r, rc);
+    if (keep)
+      lua_pushvalue(L, result);
+    else
+      lua_pushnumber(L, (lua_Number)done);
+    return i + 1;
+  }
+  if (keep)
+    lua_pushvalue(L, result);
+  else
+    lua_pushnumber(L, (lua_Number)n);
   return 1;
 }
 
@@ -248,6 +409,8 @@ static int task_index(lua_State *L) {
     }
   } else if (strcmp(key, "bulk") == 0) {
     lua_pushcfunction(L, task_bulk);
+  } else if (strcmp(key, "spawn_many") == 0) {
+    lua_pushcfunction(L, task_spawn_many);
   } else {
     lua_pushnil(L);
   }

@@ -2,7 +2,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +143,7 @@ int mwl_runtime_new(lua_State *L) {
   }
   r->refs = 1;
   r->spawn_timeout = spawn_timeout;
+  mw_runtime_set_interrupt(r->rt, mwl_interrupt_flag()); /* Ctrl-C ends its waits (interrupt.c) */
   {
     mw_stats s;
     r->host_futures = mw_runtime_stats(r->rt, &s) == 0 ? s.host_futures : 0;
@@ -210,7 +210,7 @@ static int l_close(lua_State *L) {
 #define MWL_GC_DEADLINE_S 10.0
 static void gc_close(mwl_runtime *r) {
   mw_stats st;
-  double end = mwl_now() + MWL_GC_GRACE_S;
+  double start = mwl_now(), end = start + MWL_GC_GRACE_S;
   if (r == NULL || r->rt == NULL) return;
   for (;;) {
     memset(&st, 0, sizeof st);
@@ -224,7 +224,7 @@ static void gc_close(mwl_runtime *r) {
               r->backend, (unsigned long long)st.in_flight, MWL_GC_DEADLINE_S);
       break;
     }
-    sched_yield();
+    mwl_nap(mwl_now() - start, -1);
   }
   runtime_close(r, MWL_GC_DEADLINE_S);
 }
@@ -480,6 +480,50 @@ static int l_trace_stop(lua_State *L) {
   return 2;
 }
 
+/* ---- event loops ---- */
+
+/* The runtimes whose fd was asked for (weak keys): mw.poll() polls them, which drains their fd
+ * even when no coroutine waits. */
+#define MWL_FD_RUNTIMES "moonwarp.fd_runtimes"
+
+/* rt:fd(): a file descriptor that becomes readable when completions are pending, for an event
+ * loop (luv's uv.new_poll, cqueues, poll(2)). When it is readable, call mw.poll() or rt:poll()
+ * (or await), which drains it. The runtime owns it (closed with the runtime). The first call
+ * starts the watcher thread that makes it readable (moonwarp.h, mw_runtime_fd, says how soon). */
+static int l_fd(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  int fd = -1, rc = mw_runtime_fd(r->rt, &fd);
+  if (rc < 0) return mwl_fail_rt(L, r, rc);
+  lua_getfield(L, LUA_REGISTRYINDEX, MWL_FD_RUNTIMES);
+  lua_pushvalue(L, 1);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lua_pushinteger(L, fd);
+  return 1;
+}
+
+/* rt:poll(): processes the completions that have arrived (and drains rt:fd()); never blocks.
+ * Returns how many it processed. */
+static int l_poll(lua_State *L) {
+  mwl_runtime *r = mwl_check_runtime(L, 1);
+  lua_pushinteger(L, mw_runtime_poll(r->rt));
+  return 1;
+}
+
+/* core._poll_fds(): rt:poll() on every open runtime whose fd was asked for. */
+int mwl_poll_fds(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, MWL_FD_RUNTIMES);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    mwl_runtime **box = (mwl_runtime **)lua_touserdata(L, -2);
+    if (box != NULL && *box != NULL && (*box)->rt != NULL) mw_runtime_poll((*box)->rt);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
 /* ---- fields and methods ---- */
 
 /* __index: `backend` and `faulted` are fields, readable after close; the rest are methods.
@@ -509,7 +553,7 @@ static int l_index(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"compile", l_compile}, {"compile_file", l_compile_file}, {"buffer", mwl_buffer_new},
     {"stats", l_stats},     {"close", l_close},               {"trace_start", l_trace_start},
-    {"trace_stop", l_trace_stop}, {NULL, NULL},
+    {"trace_stop", l_trace_stop}, {"fd", l_fd}, {"poll", l_poll}, {NULL, NULL},
 };
 
 static const luaL_Reg metamethods[] = {
@@ -528,4 +572,10 @@ void mwl_runtime_init(lua_State *L) {
   lua_pushliteral(L, "moonwarp.runtime");
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
+  lua_newtable(L); /* MWL_FD_RUNTIMES, weak keys: it keeps no runtime open */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, MWL_FD_RUNTIMES);
 }

@@ -12,8 +12,19 @@
  * mw_runtime_last_error(NULL) returns mw_last_error(); mw_buffer_address and mw_buffer_size of
  * NULL are 0; mw_buffer_free(NULL) and mw_runtime_poll(NULL) do nothing. Pointers documented as
  * optional may be NULL: a descriptor (defaults), out_error and out_log, the mw_result of
- * mw_future_poll and mw_future_await, the stats of mw_trace_stop, mw_trace_stop's path. A
- * future handle that is 0, stale or of another runtime is MW_ESTALE, never a crash.
+ * mw_future_poll, mw_future_await and mw_future_await_any, the stats of mw_trace_stop,
+ * mw_trace_stop's path, the flag of mw_runtime_set_interrupt, the futures and the count of
+ * mw_spawn_n. A future handle that is 0, stale or of another runtime is MW_ESTALE, never a crash.
+ *
+ * Waiting. The GPU writes completions into host memory that it maps and cannot raise an
+ * interrupt on the host: something on the host must look at that memory to learn that a task
+ * completed. Every blocking call (mw_future_await, mw_future_await_any, a spawn or cancel waiting
+ * for capacity) looks in a loop that first spins (cuda: the first 50 us, a round trip takes
+ * microseconds; sim: a few yields of the thread), then sleeps between looks with naps that grow
+ * with the time waited (an eighth of it, from 20 us on cuda and 50 us on sim up to 1 ms): a long
+ * wait costs its thread about a thousandth of a core, and a completion is seen at most one nap
+ * after it happened. mw_runtime_fd gives a file descriptor for event loops instead; its watcher
+ * thread does that looking.
  */
 #ifndef MOONWARP_H
 #define MOONWARP_H
@@ -48,7 +59,8 @@ extern "C" {
   XX(ECUDA, -13, "CUDA driver error")                                       \
   XX(EIO, -14, "input/output error")                                        \
   XX(EAGAIN, -15, "not ready")                                              \
-  XX(ERANGE, -16, "out of range")
+  XX(ERANGE, -16, "out of range")                                          \
+  XX(EINTR, -17, "interrupted")
 
 enum {
   MW_OK = 0,
@@ -191,8 +203,23 @@ MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t
                          const mw_value *args, int nargs, double timeout_s, mw_future *out);
 /* 0 and *out filled when complete, MW_EAGAIN while pending. Processes completions. */
 MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out);
-/* Waits up to timeout_s (< 0: forever). MW_ETIMEDOUT when it runs out. */
+/* n spawns of one task, each as mw_spawn would make it: args holds n * nargs values, spawn i
+ * reading args[i * nargs ...] (args may be NULL when nargs is 0). out receives the n futures;
+ * out NULL spawns fire-and-forget: the host lets go of each future at once, its slot is reused
+ * once the task completes, and its result is dropped (rt's stats still count it). timeout_s
+ * bounds each wait for capacity, as in mw_spawn. *spawned (optional) is how many were made: n on
+ * 0; on failure the spawns before the one that failed stand, their futures in out[0..]. */
+MW_API int mw_spawn_n(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
+                      const mw_value *args, int nargs, double timeout_s, mw_future *out,
+                      uint32_t *spawned);
+/* Waits up to timeout_s (< 0: forever). MW_ETIMEDOUT when it runs out; MW_EINTR when the
+ * interrupt flag (mw_runtime_set_interrupt) is set, the future left as it was. */
 MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out);
+/* Waits for the first of n futures (n >= 1) to complete: *index is its position (the lowest one
+ * when several are complete) and out its result. MW_ESTALE with *index at a future that is
+ * stale; MW_ETIMEDOUT and MW_EINTR as in mw_future_await. */
+MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, double timeout_s,
+                               int *index, mw_result *out);
 /* Asks f's task to stop. A task that has not started never runs; a running one stops at its
  * next spawn or await (a task suspended in an await is woken to stop at once); the children
  * it still owns are cancelled too. Awaiting f then gives status MW_ECANCELED, code -9 and the
@@ -203,8 +230,26 @@ MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_res
 MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s);
 /* Gives up the host's hold on f; its slot is reused once the task has completed. */
 MW_API int mw_future_release(mw_runtime *rt, mw_future f);
-/* Processes completions without waiting; returns how many were processed. */
+/* Processes completions without waiting; returns how many were processed. Drains the fd of
+ * mw_runtime_fd. */
 MW_API int mw_runtime_poll(mw_runtime *rt);
+/* A file descriptor that is readable while completions wait for mw_runtime_poll, for event loops
+ * (poll, epoll, libuv): when it is readable, call mw_runtime_poll (or await), which drains it;
+ * it may be readable with nothing to process (then the poll finds nothing). It is an eventfd
+ * owned by the runtime: do not read, write or close it; mw_runtime_close closes it. The first
+ * call starts a watcher thread that looks at the completion ring (only reading where the ring
+ * stands: the completions stay for this thread) and writes the eventfd: it looks every 20 us
+ * after a spawn, backing off to every 1 ms while tasks run on, and every 50 ms while none is in
+ * flight (a spawn wakes it), so a completion makes the fd readable within about the time the
+ * task took and at most 1 ms later. A fault of the executor is noticed by this thread's calls,
+ * not by the watcher: an event loop should also call mw_runtime_poll on a timer now and then.
+ * Later calls return the same fd. 0, or MW_EIO when no eventfd or thread could be made. */
+MW_API int mw_runtime_fd(mw_runtime *rt, int *fd);
+/* Makes the blocking calls on rt (mw_future_await, mw_future_await_any, spawns and cancels waiting
+ * for capacity) return MW_EINTR soon after *flag becomes non-zero: before their next nap, at once
+ * when a signal to their thread cut the nap short. flag is a volatile sig_atomic_t (an int) that
+ * a signal handler sets; the library never clears it; NULL removes it. */
+MW_API int mw_runtime_set_interrupt(mw_runtime *rt, const volatile int *flag);
 
 /* ---- buffers (device memory) ---- */
 MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out);

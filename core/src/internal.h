@@ -128,6 +128,11 @@ struct mw_runtime {
   double last_check; /* when check_alive last asked the backend */
   uint64_t launches, last_heartbeat;
   double heartbeat_seen; /* when last_heartbeat was first read */
+  const volatile int *interrupt; /* mw_runtime_set_interrupt: waits end with MW_EINTR when set */
+  /* mw_runtime_fd's watcher (runtime.c); NULL until the first call. While it runs, the host
+   * thread publishes where it stands for it: comp_head once a poll moved it, the spawns made. */
+  struct mw__watch *watch;
+  _Atomic uint64_t comp_head_pub, spawned_pub;
   char err[8192];
 };
 

@@ -1,11 +1,16 @@
 /* runtime.c - the host side of a runtime: lifecycle, device state, programs, spawning through the
  * inbox ring, completions, host futures, buffers and statistics. Backend-neutral. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "jit.h"
@@ -345,6 +350,8 @@ MW_API int mw_runtime_faulted(const mw_runtime *rt) {
 }
 
 static void hslot_settle(mw_runtime *rt, uint32_t s);
+static void watch_signal(struct mw__watch *w);
+static void watch_stop(mw_runtime *rt);
 
 /* Fails every host future still pending with code/message. */
 static void fail_pending(mw_runtime *rt, int status, const char *msg) {
@@ -385,6 +392,7 @@ static void mark_fault(mw_runtime *rt, int code, const char *what) {
   if (rt->faulted) return;
   rt->faulted = code;
   rt->running = 0;
+  if (rt->watch) watch_signal(rt->watch); /* an event loop polls and finds every await failed */
   char msg[sizeof rt->err + 64];
   snprintf(msg, sizeof msg, "%s: %s", what, rt->err);
   fail_pending(rt, MW_EFAULT, msg);
@@ -448,6 +456,7 @@ static int restart_executor(mw_runtime *rt) {
 
 MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   MW_NOT_NULL(rt, "mw_runtime_close");
+  watch_stop(rt); /* before the ring it reads goes */
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
   if (rc == MW_ETIMEDOUT) {
@@ -686,9 +695,12 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
   }
 }
 
+static void watch_drain(mw_runtime *rt);
+
 MW_API int mw_runtime_poll(mw_runtime *rt) {
   int n = 0;
   if (!rt || !rt->comp) return 0;
+  if (rt->watch) watch_drain(rt);
   for (;;) {
     mw_comp_cell *c = &rt->comp[rt->comp_head & (rt->comp_cap - 1)];
     uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
@@ -706,6 +718,8 @@ MW_API int mw_runtime_poll(mw_runtime *rt) {
     rt->comp_head++;
     ++n;
   }
+  if (n && rt->watch)
+    atomic_store_explicit(&rt->comp_head_pub, rt->comp_head, memory_order_release);
   return n;
 }
 
@@ -733,22 +747,83 @@ static int usable(mw_runtime *rt) {
   return 0;
 }
 
-/* Waits a little, politely: spins first (the GPU answers in microseconds), then sleeps so the
- * sim executor threads get the CPU. */
-static void backoff(mw_runtime *rt, unsigned *spins) {
-  unsigned s = (*spins)++;
-  int sim = rt->ops == &mw__backend_sim;
-  if (!sim && s < 2000) return;
-  if (s < 20) {
-    sched_yield();
-    return;
-  }
-  mw__sleep_ns(sim ? 50000 : 20000);
+/* ---- waiting (moonwarp.h, Waiting) --------------------------------------------------------
+ * A blocking call looks for what it waits for, and between two looks calls wait_step: spins
+ * first on cuda (a round trip takes microseconds), yields a few times on sim (the executor's
+ * threads need the CPU), then naps for an eighth of the time waited so far, from WAIT_NAP_*
+ * up to WAIT_NAP_MAX_S: a long wait wakes its thread about a thousand times a second. */
+#define WAIT_SPIN_CUDA_S 50e-6
+#define WAIT_YIELDS_SIM 20u
+#define WAIT_NAP_CUDA_S 20e-6
+#define WAIT_NAP_SIM_S 50e-6
+#define WAIT_NAP_MAX_S 1e-3
+
+typedef struct wait_state {
+  double timeout, start, end;
+  unsigned rounds;
+} wait_state;
+
+/* A wait of up to timeout_s seconds (< 0: forever); its clock starts at the first step, so a
+ * call that finds what it wants at once never reads the clock. */
+static void wait_begin(wait_state *w, double timeout_s) {
+  w->timeout = timeout_s;
+  w->start = w->end = 0;
+  w->rounds = 0;
 }
 
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static int interrupted(mw_runtime *rt) {
+  if (!rt->interrupt || !*rt->interrupt) return 0;
+  mw__rt_error(rt, "interrupted");
+  return 1;
+}
+
+/* After a look that found nothing: MW_EINTR when the interrupt flag is set, MW_ETIMEDOUT when
+ * the time is up (the caller says what timed out), else 0 after a spin, a yield or a nap. A
+ * signal to this thread cuts a nap short. */
+static int wait_step(mw_runtime *rt, wait_state *w) {
+  double now = mw__now();
+  if (w->rounds++ == 0) {
+    w->start = now;
+    w->end = w->timeout < 0 ? 1e300 : now + w->timeout;
+  }
+  if (interrupted(rt)) return MW_EINTR;
+  if (now >= w->end) return MW_ETIMEDOUT;
+  double waited = now - w->start;
+  int sim = rt->ops == &mw__backend_sim;
+  if (!sim && waited < WAIT_SPIN_CUDA_S) {
+    for (int i = 0; i < 8; ++i) cpu_relax();
+    return 0;
+  }
+  if (sim && w->rounds <= WAIT_YIELDS_SIM) {
+    sched_yield();
+    return 0;
+  }
+  double nap = waited / 8, least = sim ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
+  if (nap < least) nap = least;
+  if (nap > WAIT_NAP_MAX_S) nap = WAIT_NAP_MAX_S;
+  if (nap > w->end - now) nap = w->end - now;
+  mw__sleep_ns((long)(nap * 1e9));
+  return interrupted(rt) ? MW_EINTR : 0;
+}
+
+MW_API int mw_runtime_set_interrupt(mw_runtime *rt, const volatile int *flag) {
+  MW_NOT_NULL(rt, "mw_runtime_set_interrupt");
+  rt->interrupt = flag;
+  return 0;
+}
+
+/* Takes a free host slot, waiting as the timeout allows for one to be freed. */
 static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
-  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
-  unsigned spins = 0;
+  wait_state w;
+  wait_begin(&w, timeout_s);
   for (;;) {
     if (rt->nhfree) {
       *slot = rt->hfree[--rt->nhfree];
@@ -760,24 +835,28 @@ static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
     if (rt->nhfree) continue;
     int rc = check_alive(rt);
     if (rc) return rc;
-    if (mw__now() >= end) {
-      mw__rt_error(rt, "all %u host futures are in use (raise host_futures, or release futures)",
-                   rt->host_slots);
-      return MW_ECAPACITY;
+    if ((rc = wait_step(rt, &w))) {
+      if (rc == MW_ETIMEDOUT) {
+        mw__rt_error(rt, "all %u host futures are in use (raise host_futures, or release futures)",
+                     rt->host_slots);
+        rc = MW_ECAPACITY;
+      }
+      return rc;
     }
-    backoff(rt, &spins);
   }
 }
 
-static int marshal(mw_runtime *rt, const mw__task *t, const mw_value *args, int nargs,
-                   uint8_t *out) {
-  if (nargs != t->nparams) {
-    mw__rt_error(rt, "task %s takes %d argument%s, got %d", t->name, t->nparams,
-                 t->nparams == 1 ? "" : "s", nargs);
-    return MW_EINVAL;
-  }
+static int check_nargs(mw_runtime *rt, const mw__task *t, int nargs) {
+  if (nargs == t->nparams) return 0;
+  mw__rt_error(rt, "task %s takes %d argument%s, got %d", t->name, t->nparams,
+               t->nparams == 1 ? "" : "s", nargs);
+  return MW_EINVAL;
+}
+
+/* Lays out the task's parameters (nparams values, checked) as its frame expects them. */
+static void marshal(const mw__task *t, const mw_value *args, uint8_t *out) {
   memset(out, 0, MW_INBOX_ARG_BYTES);
-  for (int i = 0; i < nargs; ++i) {
+  for (int i = 0; i < t->nparams; ++i) {
     const mw__param *p = &t->params[i];
     uint8_t *d = out + p->offset;
     mw_value v = args[i];
@@ -791,7 +870,6 @@ static int marshal(mw_runtime *rt, const mw__task *t, const mw_value *args, int 
       default: memcpy(d, &v.u, 8); break; /* 64-bit integers, pointers, futures */
     }
   }
-  return 0;
 }
 
 /* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
@@ -799,18 +877,19 @@ static int marshal(mw_runtime *rt, const mw__task *t, const mw_value *args, int 
 static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
   uint64_t tk = rt->inbox_tail;
   mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
-  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
-  unsigned spins = 0;
+  wait_state w;
+  wait_begin(&w, timeout_s);
   while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
     mw_runtime_poll(rt);
     if ((*rc = check_alive(rt))) return NULL;
-    if (mw__now() >= end) {
-      mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
-                       "exhausted?)");
-      *rc = MW_ECAPACITY;
+    if ((*rc = wait_step(rt, &w))) {
+      if (*rc == MW_ETIMEDOUT) {
+        mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
+                         "exhausted?)");
+        *rc = MW_ECAPACITY;
+      }
       return NULL;
     }
-    backoff(rt, &spins);
   }
   return cell;
 }
@@ -832,30 +911,33 @@ static void note_holds(mw_runtime *rt, const mw__task *t, const mw_value *args, 
   }
 }
 
-static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
-                        const mw_value *args, int nargs, double timeout_s, mw_future *out) {
-  MW_NOT_NULL(out, "mw_spawn");
-  *out = 0;
-  MW_NOT_NULL(rt, "mw_spawn");
-  MW_NOT_NULL(p, "mw_spawn");
-  if (nargs && !args) return mw__null_arg("mw_spawn", "args");
-  if ((flags & MW_IN_BULK) && n == 0) {
-    mw__rt_error(rt, "mw_spawn_bulk: n must be at least 1 (instances to run)");
-    return MW_EINVAL;
-  }
+static void watch_spawned(mw_runtime *rt);
+
+/* Checks what every spawn of one call shares: the program, the task, the argument count and
+ * the runtime's state. Returns the task, or NULL with *rc set. */
+static const mw__task *spawn_check(mw_runtime *rt, const mw_program *p, int task, int nargs,
+                                   int *rc) {
   if (p->rt != rt) {
     mw__rt_error(rt, "the program belongs to another runtime");
-    return MW_EINVAL;
+    *rc = MW_EINVAL;
+    return NULL;
   }
   if (task < 0 || task >= p->parsed.ntasks) {
     mw__rt_error(rt, "no task #%d in the program", task);
-    return MW_ENOTASK;
+    *rc = MW_ENOTASK;
+    return NULL;
   }
-  int rc = usable(rt);
-  if (rc) return rc;
   const mw__task *t = &p->parsed.tasks[task];
-  uint8_t packed[MW_INBOX_ARG_BYTES];
-  if ((rc = marshal(rt, t, args, nargs, packed))) return rc;
+  if ((*rc = usable(rt)) || (*rc = check_nargs(rt, t, nargs))) return NULL;
+  return t;
+}
+
+/* One checked spawn: a host slot, the inbox cell of the next ticket, the record in it. held 0
+ * lets go of the future at once (fire-and-forget). No clock read, system call or allocation
+ * while both are free (a future among the arguments takes one allocation). */
+static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t n,
+                     const mw_value *args, double timeout_s, int held, mw_future *out) {
+  int rc;
   uint32_t s;
   if ((rc = wait_slot(rt, timeout_s, &s))) return rc;
   mw__hslot *h = &rt->hs[s];
@@ -869,13 +951,13 @@ static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t 
   h->gen++;
   if (h->gen == 0) h->gen = 1;
   h->state = MW_ST_PENDING;
-  h->held = 1;
+  h->held = (uint8_t)held;
   h->live = 1;
   h->bulk = (flags & MW_IN_BULK) != 0;
   h->kind = t->kind;
   h->cancel_sent = 0;
   h->ticket = tk;
-  memset(&h->res, 0, sizeof h->res);
+  /* h->res is written whole when the future completes; nothing reads it before */
   note_holds(rt, t, args, h);
   mw_future f = MW_FUT_MAKE(s, h->gen);
   cell->fut = f;
@@ -883,14 +965,31 @@ static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t 
   cell->bytes = t->args_size;
   cell->flags = flags;
   cell->bulk_n = n;
-  memcpy(cell->args, packed, MW_INBOX_ARG_BYTES);
+  marshal(t, args, cell->args);
   /* the cell before its seq (pairs with the device's sys-acquire of seq) */
   atomic_store_explicit((_Atomic uint64_t *)&cell->seq, tk + 1, memory_order_release);
   rt->inbox_tail = tk + 1;
   rt->host_spawned++;
   rt->in_flight++;
-  *out = f;
+  if (rt->watch) watch_spawned(rt);
+  if (out) *out = f;
   return 0;
+}
+
+static int spawn_common(mw_runtime *rt, const mw_program *p, int task, uint32_t flags, uint32_t n,
+                        const mw_value *args, int nargs, double timeout_s, mw_future *out) {
+  MW_NOT_NULL(out, "mw_spawn");
+  *out = 0;
+  MW_NOT_NULL(rt, "mw_spawn");
+  MW_NOT_NULL(p, "mw_spawn");
+  if (nargs && !args) return mw__null_arg("mw_spawn", "args");
+  if ((flags & MW_IN_BULK) && n == 0) {
+    mw__rt_error(rt, "mw_spawn_bulk: n must be at least 1 (instances to run)");
+    return MW_EINVAL;
+  }
+  int rc;
+  const mw__task *t = spawn_check(rt, p, task, nargs, &rc);
+  return t ? spawn_one(rt, t, flags, n, args, timeout_s, 1, out) : rc;
 }
 
 MW_API int mw_spawn(mw_runtime *rt, const mw_program *p, int task, const mw_value *args,
@@ -901,6 +1000,25 @@ MW_API int mw_spawn(mw_runtime *rt, const mw_program *p, int task, const mw_valu
 MW_API int mw_spawn_bulk(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
                          const mw_value *args, int nargs, double timeout_s, mw_future *out) {
   return spawn_common(rt, p, task, MW_IN_BULK, n, args, nargs, timeout_s, out);
+}
+
+MW_API int mw_spawn_n(mw_runtime *rt, const mw_program *p, int task, uint32_t n,
+                      const mw_value *args, int nargs, double timeout_s, mw_future *out,
+                      uint32_t *spawned) {
+  if (spawned) *spawned = 0;
+  MW_NOT_NULL(rt, "mw_spawn_n");
+  MW_NOT_NULL(p, "mw_spawn_n");
+  if (nargs && !args) return mw__null_arg("mw_spawn_n", "args");
+  int rc;
+  const mw__task *t = spawn_check(rt, p, task, nargs, &rc);
+  if (!t) return rc;
+  uint32_t i;
+  for (i = 0; i < n; ++i) {
+    const mw_value *a = nargs ? args + (size_t)i * (size_t)nargs : NULL;
+    if ((rc = spawn_one(rt, t, 0, 0, a, timeout_s, out != NULL, out ? &out[i] : NULL))) break;
+  }
+  if (spawned) *spawned = i;
+  return rc;
 }
 
 static mw__hslot *lookup(mw_runtime *rt, mw_future f) {
@@ -929,19 +1047,215 @@ MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
 
 MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out) {
   MW_NOT_NULL(rt, "mw_future_await");
-  double end = timeout_s < 0 ? 1e300 : mw__now() + timeout_s;
-  unsigned spins = 0;
+  wait_state w;
+  wait_begin(&w, timeout_s);
   for (;;) {
     int rc = mw_future_poll(rt, f, out);
     if (rc != MW_EAGAIN) return rc;
-    if (mw__now() >= end) {
-      mw__rt_error(rt, "timed out after %.3f s", timeout_s);
-      return MW_ETIMEDOUT;
+    if ((rc = wait_step(rt, &w))) {
+      if (rc == MW_ETIMEDOUT) mw__rt_error(rt, "timed out after %.3f s", timeout_s);
+      return rc;
     }
-    backoff(rt, &spins);
   }
 }
 
+MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, double timeout_s,
+                               int *index, mw_result *out) {
+  MW_NOT_NULL(index, "mw_future_await_any");
+  MW_NOT_NULL(rt, "mw_future_await_any");
+  MW_NOT_NULL(fs, "mw_future_await_any");
+  if (n < 1) {
+    mw__rt_error(rt, "mw_future_await_any: n must be at least 1 (futures to wait for)");
+    return MW_EINVAL;
+  }
+  for (int i = 0; i < n; ++i)
+    if (!lookup(rt, fs[i])) {
+      *index = i;
+      return MW_ESTALE;
+    }
+  wait_state w;
+  wait_begin(&w, timeout_s);
+  for (;;) {
+    mw_runtime_poll(rt);
+    check_alive(rt); /* a fault fails every pending future: the loop below ends */
+    for (int i = 0; i < n; ++i) {
+      const mw__hslot *h = &rt->hs[MW_FUT_SLOT(fs[i])];
+      if (h->state == MW_ST_PENDING) continue;
+      *index = i;
+      if (out) *out = h->res;
+      return 0;
+    }
+    int rc = wait_step(rt, &w);
+    if (rc) {
+      if (rc == MW_ETIMEDOUT) mw__rt_error(rt, "timed out after %.3f s", timeout_s);
+      return rc;
+    }
+  }
+}
+
+/* ---- the completion fd (mw_runtime_fd) ----------------------------------------------------
+ * A watcher thread looks at the completion ring where the host thread last left it and, when a
+ * completion waits there, writes the eventfd and sets armed. It only reads: the cell's seq, and
+ * the positions the host thread publishes (comp_head_pub after a poll, spawned_pub after a
+ * spawn). The host thread drains the eventfd at its next mw_runtime_poll when armed is set:
+ * armed goes up only after the write and down only after the read, so a readable fd is always
+ * drained by the next poll, and a completion that comes after a drain is signalled anew. The
+ * watcher naps WATCH_NAP_MIN_NS after a spawn or a drain, twice as long each time it finds
+ * nothing up to WATCH_NAP_MAX_NS, and WATCH_IDLE_NS when every spawn has completed; before a nap
+ * of WATCH_DEEP_NS or more it says so (deep), and a spawn or a drain then wakes it. */
+#define WATCH_NAP_MIN_NS 20000L
+#define WATCH_NAP_MAX_NS 1000000L
+#define WATCH_IDLE_NS 50000000L
+#define WATCH_DEEP_NS 200000L
+
+typedef struct mw__watch {
+  mw_runtime *rt;
+  int fd;
+  pthread_t tid;
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* CLOCK_MONOTONIC */
+  int stop;            /* under lock */
+  _Atomic int armed;   /* the fd was written and not drained yet */
+  _Atomic int deep;    /* the watcher naps long: wake it on news */
+} mw__watch;
+
+static void watch_wake(mw__watch *w) {
+  pthread_mutex_lock(&w->lock);
+  atomic_store(&w->deep, 0);
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static void watch_spawned(mw_runtime *rt) {
+  atomic_store(&rt->spawned_pub, rt->host_spawned);
+  if (atomic_load(&rt->watch->deep)) watch_wake(rt->watch);
+}
+
+static void watch_drain(mw_runtime *rt) {
+  mw__watch *w = rt->watch;
+  if (!atomic_load_explicit(&w->armed, memory_order_acquire)) return;
+  uint64_t count;
+  if (read(w->fd, &count, sizeof count) < 0 && errno != EAGAIN) return;
+  atomic_store(&w->armed, 0);
+  if (atomic_load(&w->deep)) watch_wake(w);
+}
+
+/* Makes the fd readable (a completion waits, or the runtime broke). Either thread. */
+static void watch_signal(mw__watch *w) {
+  uint64_t one = 1;
+  if (write(w->fd, &one, sizeof one) < 0 && errno != EAGAIN) return;
+  atomic_store_explicit(&w->armed, 1, memory_order_release);
+}
+
+static void *watch_main(void *arg) {
+  mw__watch *w = arg;
+  mw_runtime *rt = w->rt;
+  long nap = WATCH_NAP_MIN_NS;
+  pthread_mutex_lock(&w->lock);
+  while (!w->stop) {
+    pthread_mutex_unlock(&w->lock);
+    uint64_t head = atomic_load_explicit(&rt->comp_head_pub, memory_order_acquire);
+    uint64_t spawned = atomic_load(&rt->spawned_pub);
+    const mw_comp_cell *c = &rt->comp[head & (rt->comp_cap - 1)];
+    int waiting = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire) == head + 1;
+    int armed = atomic_load(&w->armed);
+    long next;
+    if (waiting && !armed) {
+      watch_signal(w);
+      armed = 1;
+      next = nap = WATCH_NAP_MIN_NS;
+    } else if (!waiting && head == spawned) {
+      next = WATCH_IDLE_NS; /* nothing in flight: a spawn wakes it */
+      nap = WATCH_NAP_MIN_NS;
+    } else {
+      next = nap; /* in flight, or signalled and not drained yet */
+      if (nap < WATCH_NAP_MAX_NS) nap = nap * 2 < WATCH_NAP_MAX_NS ? nap * 2 : WATCH_NAP_MAX_NS;
+    }
+    pthread_mutex_lock(&w->lock);
+    if (w->stop) break;
+    if (next >= WATCH_DEEP_NS) {
+      atomic_store(&w->deep, 1);
+      /* news between the look and here would not have woken it: look again at once */
+      if (atomic_load(&rt->spawned_pub) != spawned || atomic_load(&w->armed) != armed) {
+        atomic_store(&w->deep, 0);
+        nap = WATCH_NAP_MIN_NS;
+        continue;
+      }
+    }
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_nsec += next;
+    at.tv_sec += at.tv_nsec / 1000000000L;
+    at.tv_nsec %= 1000000000L;
+    while (!w->stop && (next < WATCH_DEEP_NS || atomic_load(&w->deep)) &&
+           pthread_cond_timedwait(&w->cond, &w->lock, &at) == 0) {
+    }
+    if (!atomic_load(&w->deep) && next >= WATCH_DEEP_NS) nap = WATCH_NAP_MIN_NS; /* woken */
+    atomic_store(&w->deep, 0);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+/* Stops the watcher (at once: it waits on a condition variable) and closes the fd. */
+static void watch_stop(mw_runtime *rt) {
+  mw__watch *w = rt->watch;
+  if (!w) return;
+  pthread_mutex_lock(&w->lock);
+  w->stop = 1;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+  pthread_join(w->tid, NULL);
+  close(w->fd);
+  pthread_cond_destroy(&w->cond);
+  pthread_mutex_destroy(&w->lock);
+  rt->watch = NULL;
+  free(w);
+}
+
+MW_API int mw_runtime_fd(mw_runtime *rt, int *fd) {
+  MW_NOT_NULL(fd, "mw_runtime_fd");
+  MW_NOT_NULL(rt, "mw_runtime_fd");
+  if (rt->watch) {
+    *fd = rt->watch->fd;
+    return 0;
+  }
+  mw__watch *w = calloc(1, sizeof *w);
+  if (!w) return MW_ENOMEM;
+  w->rt = rt;
+  w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (w->fd < 0) {
+    mw__rt_error(rt, "mw_runtime_fd: eventfd: %s", strerror(errno));
+    free(w);
+    return MW_EIO;
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&w->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&w->lock, NULL);
+  atomic_store(&rt->comp_head_pub, rt->comp_head);
+  atomic_store(&rt->spawned_pub, rt->host_spawned);
+  if (rt->faulted) watch_signal(w); /* a broken runtime has news for its poller at once */
+  /* the watcher takes no signal: they are for the threads that wait (Ctrl-C) */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&w->tid, NULL, watch_main, w);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) {
+    mw__rt_error(rt, "mw_runtime_fd: cannot start the watcher thread: %s", strerror(rc));
+    close(w->fd);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return MW_EIO;
+  }
+  rt->watch = w;
+  *fd = w->fd;
+  return 0;
+}
 
 MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
   MW_NOT_NULL(rt, "mw_future_cancel");

@@ -8,8 +8,11 @@
 --                        waiting (or the timeout runs out; then returns the number waiting)
 --   mw.poll()            one pass, never blocks: resumes the coroutines whose futures are
 --                        complete and returns the number still waiting. An outside event loop
---                        (luv, cqueues, an engine's frame) calls it once per tick; completions
---                        are only seen when someone polls.
+--                        (luv, cqueues, an engine's frame) calls it once per tick, or when
+--                        rt:fd() is readable (it drains the fd of every runtime whose fd was
+--                        asked for); completions are only seen when someone polls.
+-- mw.run and h:await() outside a coroutine wait like f:await(): they nap between passes, for an
+-- eighth of the time nothing completed (50 us to 1 ms), and Ctrl-C raises "interrupted" there.
 -- Outside mw.async, f:await() blocks; inside, it takes the same arguments and raises the same
 -- errors, at the caller.
 --
@@ -24,6 +27,7 @@ local unreported = {} -- handles whose coroutine failed and that nobody has awai
 local handles = setmetatable({}, { __mode = "k" }) -- coroutine -> its task handle
 local future_mt       -- the metatable of moonwarp.future
 local YIELD = {}      -- what an await yields, to tell it from a yield of the coroutine's own
+local resumed = 0     -- resumptions so far: a wait naps short again after one
 local state_of
 
 local Task = {}
@@ -51,14 +55,20 @@ function Task:await(timeout)
   end
   self.awaited = true -- its error, if any, is the caller's now
   local deadline = timeout and M.now() + timeout
-  while not self.finished do
-    if handles[coroutine.running() or false] then
-      coroutine.yield(YIELD)
-    else
-      if M.poll() == 0 and not self.finished then break end
-      if deadline and M.now() > deadline then return nil, "timed out", "ETIMEDOUT" end
-      M.idle()
-    end
+  if handles[coroutine.running() or false] then
+    while not self.finished do coroutine.yield(YIELD) end
+  elseif not self.finished then
+    local timed_out = M.interruptible(function()
+      local idle_since, seen = M.now(), resumed
+      while not self.finished do
+        if M.poll() == 0 and not self.finished then return end
+        local now = M.now()
+        if deadline and now > deadline then return true end
+        if resumed ~= seen then idle_since, seen = now, resumed end
+        M.nap(now - idle_since, deadline and deadline - now)
+      end
+    end)
+    if timed_out then return nil, "timed out", "ETIMEDOUT" end
   end
   if not self.finished then error("moonwarp.async: the task waits on nothing and never finished", 2) end
   if not self.ok then error(self.err, 0) end
@@ -73,6 +83,7 @@ local function pack(...) return { n = select("#", ...), ... } end
 
 --- Resumes co (with the values given); records its end, or what it now waits for.
 local function step(co, ...)
+  resumed = resumed + 1
   local h = handles[co]
   local res = pack(coroutine.resume(co, ...))
   if coroutine.status(co) == "dead" then
@@ -136,6 +147,7 @@ end
 --- One pass over the waiting coroutines; returns how many still wait. Raises the error of a
 -- coroutine nobody awaited, after the pass.
 function M.poll()
+  M.poll_fds()
   local now = M.now()
   local list = waiting
   waiting = {}
@@ -154,13 +166,18 @@ function M.run(timeout)
     error("bad argument #1 to 'run' (number of seconds >= 0 expected, got " .. type(timeout) .. ")", 2)
   end
   local deadline = timeout and M.now() + timeout
-  local left = M.poll()
-  while left > 0 do
-    if deadline and M.now() >= deadline then break end
-    M.idle()
-    left = M.poll()
-  end
-  return left
+  return M.interruptible(function()
+    local left = M.poll()
+    local idle_since, seen = M.now(), resumed
+    while left > 0 do
+      local now = M.now()
+      if deadline and now >= deadline then break end
+      if resumed ~= seen then idle_since, seen = now, resumed end
+      M.nap(now - idle_since, deadline and deadline - now)
+      left = M.poll()
+    end
+    return left
+  end)
 end
 
 --- Whether future f has completed; a closed or broken runtime is raised at the caller of the
@@ -179,8 +196,12 @@ end
 --- Installs the future's await: inside mw.async coroutines it yields until the future is
 -- complete; everywhere it checks its arguments first and raises at its caller. future_meta is
 -- the future's metatable; `await` in its __index is the blocking method.
-function M.install(future_meta, now)
+-- core: the binding's waits (core._nap, core._interruptible, core._poll_fds).
+function M.install(future_meta, now, core)
   M.now = now
+  M.nap = core._nap
+  M.interruptible = core._interruptible
+  M.poll_fds = core._poll_fds
   future_mt = future_meta
   local methods = future_meta.__index
   local blocking = methods.await
@@ -200,17 +221,6 @@ function M.install(future_meta, now)
       if not state_of(f) then return nil, "timed out", "ETIMEDOUT" end
     end
     return blocking(f, timeout)
-  end
-end
-
--- A short pause between polls when nothing completed: LuaJIT's FFI sleeps 50 us, else spin.
-do
-  local ok, ffi = pcall(require, "ffi")
-  if ok then
-    pcall(ffi.cdef, "int usleep(unsigned int usec);")
-    M.idle = function() ffi.C.usleep(50) end
-  else
-    M.idle = function() end
   end
 end
 

@@ -91,7 +91,7 @@ M.compile_cubin = core.compile_cubin
 --- Lua coroutines that await device futures: mw.async(fn, ...), mw.run([timeout]), mw.poll().
 -- See moonwarp/async.lua for the contract with outside event loops.
 local async = require "moonwarp.async"
-async.install(debug.getregistry()["moonwarp.future"], core.now)
+async.install(debug.getregistry()["moonwarp.future"], core.now, core)
 M.async = async.async
 M.run = async.run
 M.poll = async.poll
