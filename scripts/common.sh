@@ -63,6 +63,7 @@ mw_have() {
     lua-busted) mw_busted_script >/dev/null ;;
     lua-dkjson) luajit -e 'require "dkjson"' >/dev/null 2>&1 ;;
     lua-readline) luajit -e 'require "readline"' >/dev/null 2>&1 ;;
+    lua-luv) luajit -e 'require "luv"' >/dev/null 2>&1 ;;
     luarocks) command -v luarocks >/dev/null 2>&1 ;;
     clang) command -v clang >/dev/null 2>&1 ;;
     libsodium-dev) pkg-config --exists libsodium 2>/dev/null ;;
@@ -75,15 +76,15 @@ mw_have() {
 
 # Installs the missing packages with apt-get when running as root; otherwise names them and
 # fails. luarocks is needed only by spec/rocks_spec.lua, clang only by the parser's fuzz target
-# (scripts/fuzz.sh) and lua-readline only by the REPL's line editing (and its spec), so their
-# absence alone is not fatal.
+# (scripts/fuzz.sh), lua-readline only by the REPL's line editing (and its spec) and lua-luv
+# only by examples/luv.lua (and its spec), so their absence alone is not fatal.
 mw_ensure_packages() {
-  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson lua-readline luarocks clang libsodium-dev libboost-context-dev"
+  local pkgs="build-essential cmake pkg-config luajit libluajit-5.1-dev lua-busted lua-dkjson lua-readline lua-luv luarocks clang libsodium-dev libboost-context-dev"
   local missing="" required="" p
   for p in $pkgs; do
     if ! mw_have "$p"; then
       missing="$missing $p"
-      case "$p" in luarocks|clang|lua-readline) ;; *) required="$required $p" ;; esac
+      case "$p" in luarocks|clang|lua-readline|lua-luv) ;; *) required="$required $p" ;; esac
     fi
   done
   [ -z "$missing" ] && return 0
@@ -100,7 +101,7 @@ mw_ensure_packages() {
     mw_log "install them (as root): apt-get install$required"
     return 1
   fi
-  mw_log "note: missing$missing; spec/rocks_spec.lua (luarocks), the fuzz target (clang) or the REPL's line editing (lua-readline) will be skipped"
+  mw_log "note: missing$missing; spec/rocks_spec.lua (luarocks), the fuzz target (clang), the REPL's line editing (lua-readline) or examples/luv.lua (lua-luv) will be skipped"
   return 0
 }
 

@@ -696,11 +696,12 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
 }
 
 static void watch_drain(mw_runtime *rt);
+static int check_alive(mw_runtime *rt);
 
-MW_API int mw_runtime_poll(mw_runtime *rt) {
+/* Processes the completions that have arrived; returns how many. */
+static int poll_ring(mw_runtime *rt) {
   int n = 0;
-  if (!rt || !rt->comp) return 0;
-  if (rt->watch) watch_drain(rt);
+  if (!rt->comp) return 0;
   for (;;) {
     mw_comp_cell *c = &rt->comp[rt->comp_head & (rt->comp_cap - 1)];
     uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
@@ -718,8 +719,21 @@ MW_API int mw_runtime_poll(mw_runtime *rt) {
     rt->comp_head++;
     ++n;
   }
-  if (n && rt->watch)
-    atomic_store_explicit(&rt->comp_head_pub, rt->comp_head, memory_order_release);
+  if (rt->watch) {
+    /* where it stands first, then the drain: a watcher that finds the fd drained reads a head
+     * past what was processed here (the completion fd, below) */
+    if (n) atomic_store(&rt->comp_head_pub, rt->comp_head);
+    watch_drain(rt);
+  }
+  return n;
+}
+
+/* The public poll also asks after the executor's health (at most every 200 us): an event loop
+ * that only polls learns of a fault here (it fails every pending future). */
+MW_API int mw_runtime_poll(mw_runtime *rt) {
+  if (!rt) return 0;
+  int n = poll_ring(rt);
+  check_alive(rt);
   return n;
 }
 
@@ -829,7 +843,7 @@ static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
       *slot = rt->hfree[--rt->nhfree];
       return 0;
     }
-    mw_runtime_poll(rt);
+    poll_ring(rt);
     if (rt->nhfree) continue;
     if (rt->ndeferred && mw__now() - rt->last_sweep > 1e-3) sweep_deferred(rt);
     if (rt->nhfree) continue;
@@ -880,7 +894,7 @@ static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
   wait_state w;
   wait_begin(&w, timeout_s);
   while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
-    mw_runtime_poll(rt);
+    poll_ring(rt);
     if ((*rc = check_alive(rt))) return NULL;
     if ((*rc = wait_step(rt, &w))) {
       if (*rc == MW_ETIMEDOUT) {
@@ -1035,7 +1049,7 @@ MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
   mw__hslot *h = lookup(rt, f);
   if (!h) return MW_ESTALE;
   if (h->state == MW_ST_PENDING) {
-    mw_runtime_poll(rt);
+    poll_ring(rt);
     if (h->state == MW_ST_PENDING) {
       check_alive(rt);
       if (h->state == MW_ST_PENDING) return MW_EAGAIN;
@@ -1076,7 +1090,7 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
   wait_state w;
   wait_begin(&w, timeout_s);
   for (;;) {
-    mw_runtime_poll(rt);
+    poll_ring(rt);
     check_alive(rt); /* a fault fails every pending future: the loop below ends */
     for (int i = 0; i < n; ++i) {
       const mw__hslot *h = &rt->hs[MW_FUT_SLOT(fs[i])];
@@ -1097,9 +1111,14 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
  * A watcher thread looks at the completion ring where the host thread last left it and, when a
  * completion waits there, writes the eventfd and sets armed. It only reads: the cell's seq, and
  * the positions the host thread publishes (comp_head_pub after a poll, spawned_pub after a
- * spawn). The host thread drains the eventfd at its next mw_runtime_poll when armed is set:
- * armed goes up only after the write and down only after the read, so a readable fd is always
- * drained by the next poll, and a completion that comes after a drain is signalled anew. The
+ * spawn). The host thread drains the eventfd at the end of each poll when armed is set: armed
+ * goes up only after the write and down only after the read, so a readable fd is always drained
+ * by the next poll, and a completion that comes after a drain is signalled anew (the watcher
+ * looks again within its nap). A poll publishes its head before it drains, and the watcher reads
+ * armed before the head: when it finds armed down, the head it reads is as fresh as the drain.
+ * When the host thread consumed completions on its own while the watcher signalled (an await
+ * that polls), the watcher sees the head move and takes its signal back (reads the fd) before
+ * it looks again: the fd is readable with nothing to do only for that moment. The
  * watcher naps WATCH_NAP_MIN_NS after a spawn or a drain, twice as long each time it finds
  * nothing up to WATCH_NAP_MAX_NS, and WATCH_IDLE_NS when every spawn has completed; before a nap
  * of WATCH_DEEP_NS or more it says so (deep), and a spawn or a drain then wakes it. */
@@ -1154,14 +1173,20 @@ static void *watch_main(void *arg) {
   pthread_mutex_lock(&w->lock);
   while (!w->stop) {
     pthread_mutex_unlock(&w->lock);
-    uint64_t head = atomic_load_explicit(&rt->comp_head_pub, memory_order_acquire);
+    int armed = atomic_load(&w->armed);
+    uint64_t head = atomic_load(&rt->comp_head_pub);
     uint64_t spawned = atomic_load(&rt->spawned_pub);
     const mw_comp_cell *c = &rt->comp[head & (rt->comp_cap - 1)];
     int waiting = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire) == head + 1;
-    int armed = atomic_load(&w->armed);
     long next;
     if (waiting && !armed) {
       watch_signal(w);
+      if (atomic_load(&rt->comp_head_pub) != head) { /* consumed meanwhile: take it back */
+        uint64_t count;
+        if (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN) atomic_store(&w->armed, 0);
+        pthread_mutex_lock(&w->lock);
+        continue; /* and look again at once */
+      }
       armed = 1;
       next = nap = WATCH_NAP_MIN_NS;
     } else if (!waiting && head == spawned) {
