@@ -1,10 +1,12 @@
 /* api_bad_input_test.c - every entry point of moonwarp.h given NULL, zero, out-of-range and stale
  * values, on the sim backend: each must return what the header's rule for them says, and none
  * may crash. Prints "N checks, M failed"; exits non-zero when one failed. */
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "moonwarp.h"
 
@@ -39,7 +41,11 @@ static void expect_named(const char *what, const char *arg) {
 #define EXPECT(call, want) expect_int(#call, (call), (want))
 
 static const char *SRC = "task int sq(int x) { return x * x; }\n"
-                         "task void fill(int *p) { if (lane == 0) p[index] = (int)index; }\n";
+                         "task void fill(int *p) { if (lane == 0) p[index] = (int)index; }\n"
+                         "task int hold(int *flag) { long long t0 = clock64();\n"
+                         "  while (*(volatile int *)flag == 0 && clock64() - t0 < 60000000000LL)\n"
+                         "    __nanosleep(100000);\n"
+                         "  return 5; }\n";
 
 int main(void) {
   mw_runtime *rt = NULL;
@@ -53,6 +59,11 @@ int main(void) {
   int data[4] = {1, 2, 3, 4};
   mw_value arg = {.i = 7};
   char *text = NULL, *err = NULL;
+  int fd = -7, idx = -7;
+  volatile int flag = 0;
+  mw_future many[4] = {0, 0, 0, 0};
+  mw_value many_args[4] = {{.i = 1}, {.i = 2}, {.i = 3}, {.i = 4}};
+  uint32_t spawned = 99;
   void *cubin = NULL;
   size_t size = 0;
 
@@ -85,6 +96,11 @@ int main(void) {
   EXPECT(mw_future_await(NULL, 1, 0, NULL), MW_EINVAL);
   EXPECT(mw_future_cancel(NULL, 1, 0), MW_EINVAL);
   EXPECT(mw_future_release(NULL, 1), MW_EINVAL);
+  EXPECT(mw_spawn_n(NULL, NULL, 0, 1, &arg, 1, 0, &f, NULL), MW_EINVAL);
+  EXPECT(mw_future_await_any(NULL, &f, 1, 0, &idx, &res), MW_EINVAL);
+  EXPECT(mw_runtime_fd(NULL, &fd), MW_EINVAL);
+  expect_true("mw_runtime_fd(NULL, &fd) writes nothing", fd == -7);
+  EXPECT(mw_runtime_set_interrupt(NULL, &flag), MW_EINVAL);
   EXPECT(mw_buffer_alloc(NULL, 16, &b), MW_EINVAL);
   EXPECT(mw_buffer_write(NULL, 0, data, 4), MW_EINVAL);
   EXPECT(mw_buffer_read(NULL, 0, data, 4), MW_EINVAL);
@@ -122,10 +138,10 @@ int main(void) {
   expect_true("a failed compile hands out no program", p == NULL);
   EXPECT(mw_program_compile(rt, SRC, NULL, &p), 0);
   EXPECT(mw_runtime_kind_stats(rt, 999, kinds), MW_ENOTASK);
-  EXPECT(mw_program_task_count(p), 2);
+  EXPECT(mw_program_task_count(p), 3);
   EXPECT(mw_program_task(p, 0, NULL), MW_EINVAL);
   EXPECT(mw_program_task(p, -1, &info), MW_ENOTASK);
-  EXPECT(mw_program_task(p, 2, &info), MW_ENOTASK);
+  EXPECT(mw_program_task(p, 3, &info), MW_ENOTASK);
   EXPECT(mw_program_find(p, NULL), MW_EINVAL);
   EXPECT(mw_program_find(p, "nosuch"), MW_ENOTASK);
   EXPECT(mw_program_find(p, "sq"), 0);
@@ -151,6 +167,90 @@ int main(void) {
   EXPECT(mw_future_release(rt, f), 0);
   EXPECT(mw_future_release(rt, f), MW_ESTALE); /* released twice */
   EXPECT(mw_future_poll(rt, f, &res), MW_ESTALE);
+
+  /* n spawns in one call */
+  EXPECT(mw_spawn_n(rt, NULL, 0, 4, many_args, 1, 0, many, NULL), MW_EINVAL);
+  EXPECT(mw_spawn_n(rt, p, 0, 4, NULL, 1, 0, many, &spawned), MW_EINVAL);
+  expect_named("mw_spawn_n without args names it", "args");
+  expect_true("a refused mw_spawn_n spawned nothing", spawned == 0);
+  EXPECT(mw_spawn_n(rt, p, 0, 4, many_args, 2, 0, many, NULL), MW_EINVAL);
+  EXPECT(mw_spawn_n(rt, p, 9, 4, many_args, 1, 0, many, NULL), MW_ENOTASK);
+  EXPECT(mw_spawn_n(rt, p, 0, 0, many_args, 1, 0, many, &spawned), 0);
+  expect_true("mw_spawn_n of 0 spawns nothing", spawned == 0);
+  EXPECT(mw_spawn_n(rt, p, 0, 4, many_args, 1, 5, many, &spawned), 0);
+  expect_true("mw_spawn_n made all 4", spawned == 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT(mw_future_await(rt, many[i], 30, &res), 0);
+    expect_true("mw_spawn_n: spawn i read args[i]", res.value.i == (i + 1) * (i + 1));
+    EXPECT(mw_future_release(rt, many[i]), 0);
+  }
+  /* fire-and-forget: no futures; more spawns than host futures (16), each slot reused */
+  EXPECT(mw_runtime_stats(rt, &st), 0);
+  uint64_t before = st.host_completed;
+  for (int round = 0; round < 10; ++round)
+    EXPECT(mw_spawn_n(rt, p, 0, 4, many_args, 1, 5, NULL, &spawned), 0);
+  for (int i = 0; i < 3000; ++i) {
+    EXPECT(mw_runtime_stats(rt, &st), 0);
+    if (st.host_completed - before == 40) break;
+    mw_runtime_poll(rt);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  expect_true("40 fire-and-forget spawns completed and counted", st.host_completed - before == 40);
+  expect_true("fire-and-forget spawns hold no host future", st.host_futures_held == 0);
+
+  /* the first to complete of several */
+  idx = -7;
+  EXPECT(mw_future_await_any(rt, many, 1, 0, NULL, &res), MW_EINVAL);
+  EXPECT(mw_future_await_any(rt, NULL, 1, 0, &idx, &res), MW_EINVAL);
+  expect_true("mw_future_await_any(rt, NULL, ...) writes nothing", idx == -7);
+  EXPECT(mw_future_await_any(rt, many, 0, 0, &idx, &res), MW_EINVAL);
+  EXPECT(mw_spawn_n(rt, p, 0, 2, many_args + 2, 1, 5, many, NULL), 0);
+  mw_future stale[3] = {many[0], 0, many[1]};
+  EXPECT(mw_future_await_any(rt, stale, 3, 0, &idx, &res), MW_ESTALE);
+  expect_true("mw_future_await_any names the stale future", idx == 1);
+  EXPECT(mw_future_await_any(rt, many, 2, 30, &idx, &res), 0);
+  expect_true("mw_future_await_any gives the index and result of a complete one",
+              (idx == 0 && res.value.i == 9) || (idx == 1 && res.value.i == 16));
+  EXPECT(mw_future_await(rt, many[0], 30, NULL), 0);
+  EXPECT(mw_future_await(rt, many[1], 30, NULL), 0);
+  EXPECT(mw_future_await_any(rt, many, 2, 0, &idx, &res), 0);
+  expect_true("both complete: the lowest index", idx == 0 && res.value.i == 9);
+
+  /* the interrupt flag ends waits with MW_EINTR, the future left as it was */
+  mw_buffer *gate = NULL;
+  int zero = 0, one = 1;
+  EXPECT(mw_buffer_alloc(rt, 4, &gate), 0);
+  EXPECT(mw_buffer_write(gate, 0, &zero, 4), 0);
+  mw_value gate_arg = {.u = mw_buffer_address(gate)};
+  EXPECT(mw_runtime_set_interrupt(rt, &flag), 0);
+  EXPECT(mw_spawn(rt, p, 2, &gate_arg, 1, 5, &f), 0); /* holds until the gate opens */
+  flag = 1;
+  EXPECT(mw_future_await(rt, f, 30, &res), MW_EINTR);
+  EXPECT(mw_future_await_any(rt, &f, 1, 30, &idx, &res), MW_EINTR);
+  EXPECT(mw_future_poll(rt, f, &res), MW_EAGAIN);
+  flag = 0;
+  EXPECT(mw_buffer_write(gate, 0, &one, 4), 0);
+  EXPECT(mw_future_await(rt, f, 30, &res), 0);
+  expect_true("the interrupted future completes as before", res.value.i == 5);
+  EXPECT(mw_runtime_set_interrupt(rt, NULL), 0);
+  EXPECT(mw_future_release(rt, f), 0);
+  mw_buffer_free(gate);
+
+  /* the completion fd */
+  EXPECT(mw_runtime_fd(rt, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_fd(rt, &fd), 0);
+  int fd2 = -1;
+  EXPECT(mw_runtime_fd(rt, &fd2), 0);
+  expect_true("mw_runtime_fd gives one fd", fd >= 0 && fd == fd2);
+  EXPECT(mw_spawn(rt, p, 0, &arg, 1, 5, &f), 0);
+  struct pollfd pfd = {fd, POLLIN, 0};
+  expect_true("the fd becomes readable when the task completes", poll(&pfd, 1, 30000) == 1);
+  expect_true("mw_runtime_poll processes it", mw_runtime_poll(rt) == 1);
+  pfd.revents = 0;
+  expect_true("and drains the fd", poll(&pfd, 1, 0) == 0);
+  EXPECT(mw_future_await(rt, f, 0, &res), 0);
+  EXPECT(mw_future_release(rt, f), 0);
 
   EXPECT(mw_buffer_alloc(rt, 16, NULL), MW_EINVAL);
   EXPECT(mw_buffer_alloc(rt, 0, &b), MW_EINVAL);
