@@ -156,6 +156,46 @@ do
   b:close()
 end
 
+-- waits: the CPU time the waiting thread spends over a 2 s await of one task (it naps)
+do
+  local ffi = require "ffi"
+  pcall(ffi.cdef, [[
+    struct mwbench_ts { long sec, nsec; };
+    int mwbench_clock_gettime(int clock, struct mwbench_ts *ts) __asm__("clock_gettime");
+  ]])
+  local ts = ffi.new("struct mwbench_ts")
+  local function thread_cpu()
+    assert(ffi.C.mwbench_clock_gettime(3, ts) == 0) -- CLOCK_THREAD_CPUTIME_ID
+    return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
+  end
+  local f = prog.snooze(2000)
+  local c0 = thread_cpu()
+  assert(f:await() == 2000)
+  row("waits", "CPU of the waiting thread over a 2 s await", "s", thread_cpu() - c0, "lower")
+end
+
+-- host spawns, fire-and-forget: n spawns from Lua whose futures are dropped, timed until every
+-- one has completed (counted by the runtime); a Lua loop of calls, then one spawn_many call
+do
+  local n = small and 20000 or 200000
+  local function counted() return rt:stats().tasks.nop.completed end
+  local function timed(spawn)
+    collectgarbage()
+    local before = counted()
+    local t0 = mw.now()
+    spawn()
+    while counted() - before < n do mw.run(0.0005) end
+    local t = mw.now() - t0
+    assert(counted() - before == n, "every spawn completed once")
+    return t
+  end
+  local nop = prog.nop
+  local t = timed(function() for _ = 1, n do nop() end end)
+  row("host spawns", "fire-and-forget, Lua loop", "spawns/s", n / t, "higher")
+  t = timed(function() assert(nop:spawn_many(n, nil, { futures = false }) == n) end)
+  row("host spawns", "fire-and-forget, spawn_many", "spawns/s", n / t, "higher")
+end
+
 local workers = rt:stats().workers
 rt:close()
 

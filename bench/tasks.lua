@@ -1,6 +1,12 @@
 -- tasks.lua - the task programs of the benchmarks, shared by bench/suite.lua and bench/core.lua.
 return [[
 task int nop() { return 1; }
+// returns ms after about ms milliseconds of the device timer, sleeping (lanes agree on the start)
+task int snooze(int ms) {
+  unsigned long long t0 = __shfl_sync(0xffffffffu, (unsigned long long)MW_GLOBALTIMER(), 0);
+  while (MW_GLOBALTIMER() - t0 < (unsigned long long)ms * 1000000ull) __nanosleep(200000);
+  return ms;
+}
 task int step(int i) { return i & 1; }
 task long chain(int n) {
   local future f;

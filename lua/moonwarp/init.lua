@@ -32,9 +32,11 @@
 --
 -- Objects:
 --   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname]), rt:compile_file(path),
---            rt:buffer(type, n), rt:stats(), rt:close()
+--            rt:buffer(type, n), rt:stats(), rt:close(), rt:fd() (readable while completions
+--            are pending, for event loops), rt:poll() (processes them; drains the fd)
 --   program  prog.<task>, prog:task(name), prog:tasks()
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
+--            task:spawn_many(n, args [, {futures = false}]) spawns n times (args(i) or args[i]);
 --            task.name, task.signature, task.params ({name=, type=} each), task.result
 --   future   f:await([timeout_s]), f:done(), f:state(), f:cancel(), f:close()
 --   buffer   buf:write(t or s [, first]), buf:read([first [, count]]), buf:read_string(...),
@@ -42,6 +44,8 @@
 --            buf:close(), #buf, buf.type, buf.count, buf.size, buf.address, buf.backend
 -- Every object has __tostring, and __gc behind its explicit close; closing a runtime closes
 -- its programs, futures and buffers, and any later use of them raises "runtime is closed".
+-- Waits (await, join, any, run, a spawn waiting for capacity) nap rather than spin once they
+-- grow long, and Ctrl-C raises "interrupted" at them (the futures stay valid).
 local core = require "moonwarp.core"
 
 -- 64-bit integers that Lua numbers cannot hold travel as LuaJIT FFI cdata (see Numbers above)
@@ -74,7 +78,7 @@ M.runtime = core.runtime
 --- mw.join(f1, f2, ...): waits for all; their values in order; raises the first failure.
 M.join = core.join
 
---- mw.any(f1, f2, ...): index, value of the first future to complete.
+--- mw.any(f1, f2, ... [, timeout_s]): index, value of the first future to complete.
 M.any = core.any
 
 --- mw.now(): a monotonic clock in seconds, for timing.
