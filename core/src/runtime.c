@@ -1117,8 +1117,8 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
  * looks again within its nap). A poll publishes its head before it drains, and the watcher reads
  * armed before the head: when it finds armed down, the head it reads is as fresh as the drain.
  * When the host thread consumed completions on its own while the watcher signalled (an await
- * that polls), the watcher sees the head move and takes its signal back (reads the fd) before
- * it looks again: the fd is readable with nothing to do only for that moment. The
+ * that polls), the watcher sees the head move and takes its signal back (reads the fd), to look
+ * again after its shortest nap: the fd is readable with nothing to do only for that moment. The
  * watcher naps WATCH_NAP_MIN_NS after a spawn or a drain, twice as long each time it finds
  * nothing up to WATCH_NAP_MAX_NS, and WATCH_IDLE_NS when every spawn has completed; before a nap
  * of WATCH_DEEP_NS or more it says so (deep), and a spawn or a drain then wakes it. */
@@ -1181,13 +1181,16 @@ static void *watch_main(void *arg) {
     long next;
     if (waiting && !armed) {
       watch_signal(w);
-      if (atomic_load(&rt->comp_head_pub) != head) { /* consumed meanwhile: take it back */
-        uint64_t count;
-        if (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN) atomic_store(&w->armed, 0);
-        pthread_mutex_lock(&w->lock);
-        continue; /* and look again at once */
-      }
       armed = 1;
+      if (atomic_load(&rt->comp_head_pub) != head) {
+        /* the host thread consumed meanwhile (it polls on its own): take the signal back; the
+         * next look, a short nap away, signals what still waits */
+        uint64_t count;
+        if (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN) {
+          atomic_store(&w->armed, 0);
+          armed = 0;
+        }
+      }
       next = nap = WATCH_NAP_MIN_NS;
     } else if (!waiting && head == spawned) {
       next = WATCH_IDLE_NS; /* nothing in flight: a spawn wakes it */
