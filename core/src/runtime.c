@@ -763,10 +763,13 @@ static int usable(mw_runtime *rt) {
 
 /* ---- waiting (moonwarp.h, Waiting) --------------------------------------------------------
  * A blocking call looks for what it waits for, and between two looks calls wait_step: spins
- * first on cuda (a round trip takes microseconds), yields a few times on sim (the executor's
- * threads need the CPU), then naps for an eighth of the time waited so far, from WAIT_NAP_*
- * up to WAIT_NAP_MAX_S: a long wait wakes its thread about a thousand times a second. */
-#define WAIT_SPIN_CUDA_S 50e-6
+ * first on cuda (a round trip takes tens of microseconds), yields a few times on sim (the
+ * executor's threads need the CPU), then naps for an eighth of the time waited so far, from
+ * WAIT_NAP_* up to WAIT_NAP_MAX_S: a long wait wakes its thread about a thousand times a second.
+ * A wait for capacity (a free inbox cell or host future) naps from the start: the device frees
+ * capacity at its own pace with thousands of spawns queued ahead, so a spin would only burn the
+ * host's CPU once per spawn, and a nap lets several cells free up for the spawns that follow. */
+#define WAIT_SPIN_CUDA_S 100e-6
 #define WAIT_YIELDS_SIM 20u
 #define WAIT_NAP_CUDA_S 20e-6
 #define WAIT_NAP_SIM_S 50e-6
@@ -775,14 +778,16 @@ static int usable(mw_runtime *rt) {
 typedef struct wait_state {
   double timeout, start, end;
   unsigned rounds;
+  int spin; /* spin (cuda) or yield (sim) before the naps */
 } wait_state;
 
 /* A wait of up to timeout_s seconds (< 0: forever); its clock starts at the first step, so a
  * call that finds what it wants at once never reads the clock. */
-static void wait_begin(wait_state *w, double timeout_s) {
+static void wait_begin(wait_state *w, double timeout_s, int spin) {
   w->timeout = timeout_s;
   w->start = w->end = 0;
   w->rounds = 0;
+  w->spin = spin;
 }
 
 static void cpu_relax(void) {
@@ -812,11 +817,11 @@ static int wait_step(mw_runtime *rt, wait_state *w) {
   if (now >= w->end) return MW_ETIMEDOUT;
   double waited = now - w->start;
   int sim = rt->ops == &mw__backend_sim;
-  if (!sim && waited < WAIT_SPIN_CUDA_S) {
+  if (w->spin && !sim && waited < WAIT_SPIN_CUDA_S) {
     for (int i = 0; i < 8; ++i) cpu_relax();
     return 0;
   }
-  if (sim && w->rounds <= WAIT_YIELDS_SIM) {
+  if (w->spin && sim && w->rounds <= WAIT_YIELDS_SIM) {
     sched_yield();
     return 0;
   }
@@ -837,7 +842,7 @@ MW_API int mw_runtime_set_interrupt(mw_runtime *rt, const volatile int *flag) {
 /* Takes a free host slot, waiting as the timeout allows for one to be freed. */
 static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
   wait_state w;
-  wait_begin(&w, timeout_s);
+  wait_begin(&w, timeout_s, 0);
   for (;;) {
     if (rt->nhfree) {
       *slot = rt->hfree[--rt->nhfree];
@@ -888,12 +893,21 @@ static void marshal(const mw__task *t, const mw_value *args, uint8_t *out) {
 
 /* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
  * requests). Returns the cell, or NULL with *rc set. */
+static uint64_t cell_seq(const mw_inbox_cell *c) {
+  return atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
+}
+
 static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
-  uint64_t tk = rt->inbox_tail;
-  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
+  uint64_t tk = rt->inbox_tail, mask = rt->inbox_cap - 1;
+  mw_inbox_cell *cell = &rt->inbox[tk & mask];
+  if (cell_seq(cell) == tk) return cell;
+  /* full: wait until half of it is free (the device takes spawns in order), so that the
+   * spawns that follow find their cells without a wait each */
+  uint64_t far = tk + rt->inbox_cap / 2 - 1;
+  const mw_inbox_cell *far_cell = &rt->inbox[far & mask];
   wait_state w;
-  wait_begin(&w, timeout_s);
-  while (atomic_load_explicit((_Atomic uint64_t *)&cell->seq, memory_order_acquire) != tk) {
+  wait_begin(&w, timeout_s, 0);
+  while (cell_seq(cell) != tk || cell_seq(far_cell) != far) {
     poll_ring(rt);
     if ((*rc = check_alive(rt))) return NULL;
     if ((*rc = wait_step(rt, &w))) {
@@ -1062,7 +1076,7 @@ MW_API int mw_future_poll(mw_runtime *rt, mw_future f, mw_result *out) {
 MW_API int mw_future_await(mw_runtime *rt, mw_future f, double timeout_s, mw_result *out) {
   MW_NOT_NULL(rt, "mw_future_await");
   wait_state w;
-  wait_begin(&w, timeout_s);
+  wait_begin(&w, timeout_s, 1);
   for (;;) {
     int rc = mw_future_poll(rt, f, out);
     if (rc != MW_EAGAIN) return rc;
@@ -1088,7 +1102,7 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
       return MW_ESTALE;
     }
   wait_state w;
-  wait_begin(&w, timeout_s);
+  wait_begin(&w, timeout_s, 1);
   for (;;) {
     poll_ring(rt);
     check_alive(rt); /* a fault fails every pending future: the loop below ends */
