@@ -1125,14 +1125,15 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
  * A watcher thread looks at the completion ring where the host thread last left it and, when a
  * completion waits there, writes the eventfd and sets armed. It only reads: the cell's seq, and
  * the positions the host thread publishes (comp_head_pub after a poll, spawned_pub after a
- * spawn). The host thread drains the eventfd at the end of each poll when armed is set: armed
- * goes up only after the write and down only after the read, so a readable fd is always drained
- * by the next poll, and a completion that comes after a drain is signalled anew (the watcher
- * looks again within its nap). A poll publishes its head before it drains, and the watcher reads
- * armed before the head: when it finds armed down, the head it reads is as fresh as the drain.
- * When the host thread consumed completions on its own while the watcher signalled (an await
- * that polls), the watcher sees the head move and takes its signal back (reads the fd), to look
- * again after its shortest nap: the fd is readable with nothing to do only for that moment. The
+ * spawn). The host thread drains the eventfd at the end of each poll when armed is set. The
+ * watcher sets armed before it writes, so a poll that the write wakes finds it set and drains;
+ * after the write it checks that no poll came in between (armed still set, the head where it
+ * was), and otherwise takes its signal back (reads the fd, clears armed) and looks again after
+ * its shortest nap: the fd is never left readable with armed clear, a completion that comes
+ * after a drain is signalled anew, and the fd is readable with nothing to process only for the
+ * moment between such a write and its taking back. A poll publishes its head before it drains,
+ * and the watcher reads armed before the head: when it finds armed clear, the head it reads is
+ * as fresh as the drain. The
  * watcher naps WATCH_NAP_MIN_NS after a spawn or a drain, twice as long each time it finds
  * nothing up to WATCH_NAP_MAX_NS, and WATCH_IDLE_NS when every spawn has completed; before a nap
  * of WATCH_DEEP_NS or more it says so (deep), and a spawn or a drain then wakes it. */
@@ -1173,11 +1174,12 @@ static void watch_drain(mw_runtime *rt) {
   if (atomic_load(&w->deep)) watch_wake(w);
 }
 
-/* Makes the fd readable (a completion waits, or the runtime broke). Either thread. */
+/* Makes the fd readable (a completion waits, or the runtime broke). Either thread. armed goes
+ * up first: a poll that the write wakes finds it up and drains. */
 static void watch_signal(mw__watch *w) {
   uint64_t one = 1;
-  if (write(w->fd, &one, sizeof one) < 0 && errno != EAGAIN) return;
-  atomic_store_explicit(&w->armed, 1, memory_order_release);
+  atomic_store(&w->armed, 1);
+  if (write(w->fd, &one, sizeof one) < 0 && errno != EAGAIN) atomic_store(&w->armed, 0);
 }
 
 static void *watch_main(void *arg) {
@@ -1196,9 +1198,11 @@ static void *watch_main(void *arg) {
     if (waiting && !armed) {
       watch_signal(w);
       armed = 1;
-      if (atomic_load(&rt->comp_head_pub) != head) {
-        /* the host thread consumed meanwhile (it polls on its own): take the signal back; the
-         * next look, a short nap away, signals what still waits */
+      if (!atomic_load(&w->armed) || atomic_load(&rt->comp_head_pub) != head) {
+        /* the host thread polled meanwhile (on its own, or woken by the write before it was
+         * done): it consumed, or drained before the write. Take the signal back, so that the fd
+         * is never left readable with armed down; the next look, a short nap away, signals
+         * what still waits. */
         uint64_t count;
         if (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN) {
           atomic_store(&w->armed, 0);
