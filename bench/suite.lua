@@ -171,7 +171,7 @@ do
   local f = prog.snooze(2000)
   local c0 = thread_cpu()
   assert(f:await() == 2000)
-  row("waits", "CPU of the waiting thread over a 2 s await", "s", thread_cpu() - c0, "lower")
+  row("waits", "CPU time of the waiting thread over a 2 s await", "s", thread_cpu() - c0, "lower")
 end
 
 -- host spawns, fire-and-forget: n spawns from Lua whose futures are dropped, timed until every
@@ -218,13 +218,17 @@ end
 local out_rows, matched = {}, {}
 print(("moonwarp bench on %s (%d workers), %s"):format(gpu and "cuda" or "sim", workers,
   os.date("!%Y-%m-%d")))
-print(("%-16s %-26s %12s %10s  %-28s %s"):format("workload", "figure", "moonwarp", "unit",
+-- the figure column as wide as its longest name
+local fw = 26
+for _, r in ipairs(rows) do fw = math.max(fw, #r[2]) end
+local function fmt(f) return (f:gsub("%%%-26s", "%%-" .. fw .. "s")) end
+print(fmt("%-16s %-26s %12s %10s  %-28s %s"):format("workload", "figure", "moonwarp", "unit",
   "baseline", "ratio"))
 for _, r in ipairs(rows) do
   local key = r[1] .. "/" .. r[2]
   local b = baseline[key]
   local ratio = b and (r[5] == "lower" and b / r[4] or r[4] / b)
-  print(("%-16s %-26s %12.3f %10s  %-28s %s"):format(r[1], r[2], r[4], r[3],
+  print(fmt("%-16s %-26s %12.3f %10s  %-28s %s"):format(r[1], r[2], r[4], r[3],
     b and ("%.3f"):format(b) or "(no baseline in this run)", ratio and ("%.2fx"):format(ratio) or "-"))
   out_rows[#out_rows + 1] = { r[1], r[2], r[3], r[4], b or "", ratio or "" }
   matched[key] = true
@@ -233,7 +237,7 @@ end
 for _, key in ipairs(baseline_order) do
   if not matched[key] then
     local w, fig = key:match("^([^/]+)/(.*)$")
-    print(("%-16s %-26s %12s %10s  %-28.3f %s"):format(w or key, fig or "", "", "", baseline[key],
+    print(fmt("%-16s %-26s %12s %10s  %-28.3f %s"):format(w or key, fig or "", "", "", baseline[key],
       "(reference)"))
   end
 end
