@@ -6,7 +6,8 @@
 #   bench/hops.lua over worker counts, $SWEEP_WORKERS), and probes (the executor built with
 #   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
-#   $PROBE_VARIANTS names variants of the executor to time beside it). bench starts with the compile figures:
+#   $PROBE_VARIANTS names variants of the executor to time beside it; $BENCH_VARIANTS does the
+#   same for bench/suite.lua in the bench step). bench starts with the compile figures:
 #   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +70,13 @@ if want bench; then
   timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
     export MW_BASELINES=$PWD/build-gpu/baselines
   timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
+  # $BENCH_VARIANTS: the suite again with each variant of the executor (MOONWARP_DEVICE_DEFINE)
+  for v in ${BENCH_VARIANTS:-}; do
+    echo "# suite, variant $v" | tee -a "$out/bench.txt"
+    mkdir -p "$out/variant-$v"
+    MOONWARP_DEVICE_DEFINE=$v timeout 200 luajit bench/suite.lua --backend cuda --out "$out/variant-$v" 2>&1 |
+      tee -a "$out/bench.txt" | grep -E "^(bulk|pipeline|dynamic|dependent|fork)"
+  done
   # buffer copies: the staging halves beside the socket payload they replace
   timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
   MOONWARP_NO_STAGING=1 timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
