@@ -53,11 +53,11 @@ if want bench; then
     echo "SASS instructions: $(cuobjdump -sass /tmp/mw-dump/k.cubin | grep -cE '^\s+/\*[0-9a-f]{4,}\*/')" | tee -a "$out/bench.txt"
     # per function of the hot path: instructions, and the local-memory traffic (STL/LDL: the
     # context, the lane stacks, saved registers)
-    cuobjdump -sass /tmp/mw-dump/k.cubin | awk '
-      /Function :/ { fn = $3 }
-      /^\s+\/\*[0-9a-f]{4,}\*\// { n[fn]++; if ($0 ~ /STL/) stl[fn]++; if ($0 ~ /LDL/) ldl[fn]++ }
-      END { for (f in n) if (f ~ /mw_(spawn_raw|await|call_child|suspend|after_await|value_of|outcome|release|finish_level|run_chain|complete_slot|executor)/)
-              printf "SASS %-40s %6d instructions %4d STL %4d LDL\n", f, n[f], stl[f], ldl[f] }' |
+    nvdisasm /tmp/mw-dump/k.cubin | awk '
+      /^\$mw_executor_kernel\$/ { fn = $1; sub(/^\$mw_executor_kernel\$_Z[0-9]+/, "", fn); sub(/P6mw_ctx.*/, "", fn) }
+      /\/\*[0-9a-f]+\*\/ +[A-Z@]/ && fn { n[fn]++; if ($0 ~ / STL/) stl[fn]++; if ($0 ~ / LDL/) ldl[fn]++ }
+      END { for (f in n) if (f ~ /^mw_(spawn_raw|await|await_more|call_child|run_leaf|suspend|after_await|value_of|outcome|release|finish_level|run_chain|complete_slot)$/)
+              printf "SASS %-16s %6d instructions %4d STL %4d LDL\n", f, n[f], stl[f], ldl[f] }' |
       sort | tee -a "$out/bench.txt"
   fi
   step bench

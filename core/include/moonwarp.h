@@ -19,8 +19,8 @@
  * Waiting. The GPU writes completions into host memory that it maps and cannot raise an
  * interrupt on the host: something on the host must look at that memory to learn that a task
  * completed. Every blocking call (mw_future_await, mw_future_await_any, a spawn or cancel waiting
- * for capacity) looks in a loop that first spins (cuda: the first 100 us, a round trip takes
- * tens of microseconds; sim: a few yields of the thread), then sleeps between looks with naps
+ * for capacity) looks in a loop that first spins (cuda: the first 500 us, a round trip takes
+ * tens of microseconds and a few device stages hundreds; sim: a few yields of the thread), then sleeps between looks with naps
  * that grow with the time waited (an eighth of it, from 20 us on cuda and 50 us on sim up to
  * 1 ms): a long wait costs its thread about a thousandth of a core, and a completion is seen at
  * most one nap after it happened. A wait for capacity naps from the start (the device frees it

@@ -769,7 +769,10 @@ static int usable(mw_runtime *rt) {
  * A wait for capacity (a free inbox cell or host future) naps from the start: the device frees
  * capacity at its own pace with thousands of spawns queued ahead, so a spin would only burn the
  * host's CPU once per spawn, and a nap lets several cells free up for the spawns that follow. */
-#define WAIT_SPIN_CUDA_S 100e-6
+/* 500 us: a device pipeline of a few stages or a fan-out answers in 100-400 us; a nap there
+ * oversleeps by the kernel's timer slack (50 us by default) and cost the H200's 3-stage
+ * pipeline 60 us at batch 2 with a 100 us spin (bench/NOTES.md). Long waits spin once. */
+#define WAIT_SPIN_CUDA_S 500e-6
 #define WAIT_YIELDS_SIM 20u
 #define WAIT_NAP_CUDA_S 20e-6
 #define WAIT_NAP_SIM_S 50e-6
