@@ -9,16 +9,7 @@ struct mwfd_pollfd { int fd; short events, revents; };
 int mwfd_poll(struct mwfd_pollfd *fds, unsigned long n, int timeout_ms) __asm__("poll");
 ]])
 
-local SOURCE = [[
-// returns *flag once the host writes it (lane 0 watches), at most about a minute
-task int hold(int *flag) {
-  int v = 0;
-  if (lane == 0) {
-    long long t0 = clock64();
-    while ((v = *(volatile int *)flag) == 0 && clock64() - t0 < 120000000000LL) __nanosleep(100000);
-  }
-  return __shfl_sync(0xffffffffu, v, 0);
-}
+local SOURCE = support.HOLD_LONG .. [[
 task int twice(int x) { return 2 * x; }
 ]]
 

@@ -46,6 +46,19 @@ task int hold(int *flag) {
 }
 ]]
 
+--- hold_long(flag) returns *flag once the host writes it (lane 0 watches), for at most about a
+-- minute: for specs whose waits are long on purpose.
+support.HOLD_LONG = [[
+task int hold(int *flag) {
+  int v = 0;
+  if (lane == 0) {
+    long long t0 = clock64();
+    while ((v = *(volatile int *)flag) == 0 && clock64() - t0 < 120000000000LL) __nanosleep(100000);
+  }
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+]]
+
 local cuda_checked, cuda_ok, cuda_reason
 
 --- Whether the cuda backend can be used here, and if not why (mw.runtime's message). The

@@ -122,16 +122,7 @@ describe("the C wait #sim", function()
 end)
 
 -- hold(flag) returns *flag once the host writes it (at most about a minute)
-local HOLD = [[
-task int hold(int *flag) {
-  int v = 0;
-  if (lane == 0) {
-    long long t0 = clock64();
-    while ((v = *(volatile int *)flag) == 0 && clock64() - t0 < 120000000000LL) __nanosleep(100000);
-  }
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-]]
+local HOLD = support.HOLD_LONG
 
 -- The child: for each kind of wait, spawns tasks that hold until a flag is set, says "waiting",
 -- waits; the spec sends SIGINT; the child prints what it caught, sets the flag and waits again.
