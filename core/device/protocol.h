@@ -391,7 +391,8 @@ typedef struct mw_worker {
    * sums over the workers give the frames in use, deferred frees of cancelled tasks counted */
   mw_u64 frames_taken, frames_freed;
   mw_u32 queued;       /* records in its warp when it last added its counters (a snapshot) */
-  /* sim only: the levels of the inline chain that ran when the warp was restarted, and why */
+  /* sim only: 1 + the kind of the bulk task the warp runs (0: none), for fault reports; and
+   * why the warp was restarted (abort_msg) */
   mw_u32 running;
   char abort_msg[MW_MSG_BYTES];
 } mw_worker;

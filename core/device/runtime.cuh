@@ -2261,6 +2261,9 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   c->cancelled = 0;
   c->kind = kind;
   c->off = 0;
+#ifdef MW_SIM
+  if (c->lane == 0) c->gw->running = kind + 1; /* for a fault report: which task the warp ran */
+#endif
   mw_u32 chunk = n / (st->nworkers * 8u);
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
   bool shared = false;
@@ -2350,6 +2353,9 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   }
   c->bulk = 0;
   c->index = 0;
+#ifdef MW_SIM
+  if (c->lane == 0) c->gw->running = 0;
+#endif
   __syncwarp();
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,20 +103,40 @@ static void sim_close(mw_runtime *rt) {
   rt->be = NULL;
 }
 
+/* Device memory on sim is host memory laid out so that an access past an allocation's end
+ * faults at once: the block ends at a page that nothing may touch (PROT_NONE), so task code that
+ * overruns a buffer stops the warp with SIGSEGV (sim_shim.h, Faults) instead of corrupting the
+ * process's heap. Blocks start 256-byte aligned, as cuMemAlloc's do, so an overrun of less than
+ * the gap left by that alignment (at most 255 bytes) is not caught. The mapping's base and size
+ * sit in the 16 bytes before the block. */
+typedef struct sim_block {
+  void *base;
+  size_t size;
+} sim_block;
+
 static int sim_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
-  (void)rt;
-  void *p = NULL;
-  if (posix_memalign(&p, 256, n ? n : 1)) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  size_t need = (n ? n : 1) + 256 + sizeof(sim_block);
+  size_t size = (need + pg - 1) / pg * pg + pg; /* and the guard page */
+  char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
     mw__rt_error(rt, "out of host memory allocating %zu bytes", n);
     return MW_ENOMEM;
   }
-  memset(p, 0, n);
-  *dev = (uint64_t)(uintptr_t)p;
+  char *guard = base + size - pg;
+  mprotect(guard, pg, PROT_NONE);
+  uintptr_t p = ((uintptr_t)guard - (n ? n : 1)) & ~(uintptr_t)255;
+  sim_block b = {base, size};
+  memcpy((char *)p - sizeof b, &b, sizeof b);
+  *dev = (uint64_t)p; /* fresh anonymous pages: zeroed */
   return 0;
 }
 static void sim_free(mw_runtime *rt, uint64_t dev) {
   (void)rt;
-  free((void *)(uintptr_t)dev);
+  if (!dev) return;
+  sim_block b;
+  memcpy(&b, (const char *)(uintptr_t)dev - sizeof b, sizeof b);
+  munmap(b.base, b.size);
 }
 static int sim_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
   int rc = sim_alloc(rt, n, dev);
@@ -275,6 +296,30 @@ static int sim_build(mw_runtime *rt, const char *source) {
   return rc;
 }
 
+/* ", running task NAME (FILE:LINE)": the bulk task the warp was running when it faulted, else
+ * the innermost level of its chain (the CTA's shared state), with the place of the task's
+ * declaration; "" if none. */
+static void running_task(mw_runtime *rt, mw_state *st, unsigned warp, char *out, size_t cap) {
+  out[0] = 0;
+  if (!st->sim_cta) return;
+  const mw_wstate *ws = &st->sim_cta[warp];
+  uint32_t depth = ws->depth, kind;
+  if (st->workers[warp].running) /* a bulk task's instances */
+    kind = st->workers[warp].running - 1;
+  else if (depth > 0 && depth <= MW_LEVELS)
+    kind = ws->lv[depth - 1].kind;
+  else
+    return;
+  for (int i = 0; i < rt->nprogs; ++i)
+    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k) {
+      const mw__task *tk = &rt->progs[i]->parsed.tasks[k];
+      if (tk->kind == kind) {
+        snprintf(out, cap, ", running task %s (%s:%d)", tk->name, rt->progs[i]->parsed.file, tk->line);
+        return;
+      }
+    }
+}
+
 static void *warp_main(void *arg) {
   sim_thread *t = arg;
   sim_be *be = t->be;
@@ -285,9 +330,11 @@ static void *warp_main(void *arg) {
   while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
     mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
   if (rc) {
+    char task[256];
+    running_task(be->rt, st, t->warp, task, sizeof task);
     pthread_mutex_lock(&be->lock);
     if (!atomic_load(&be->fault)) {
-      snprintf(be->fault_msg, sizeof be->fault_msg, "%s", err[0] ? err : "sim warp failed");
+      snprintf(be->fault_msg, sizeof be->fault_msg, "%s%s", err[0] ? err : "sim warp failed", task);
       atomic_store(&be->fault, 1);
     }
     pthread_mutex_unlock(&be->lock);
