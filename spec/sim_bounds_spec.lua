@@ -4,14 +4,17 @@
 -- goes on with new runtimes and buffers.
 local mw = require "moonwarp"
 
-describe("buffer overruns on sim #sim", function()
-  it("fault at the overrun, name the task, and leave the process sound", function()
-    local rt = assert(mw.runtime { backend = "sim", workers = 2 })
-    local prog = assert(rt:compile([[
+-- fill(out, n) writes out[0 .. n-1], the lanes together
+local FILL = [[
 task void fill(float *out, int n) {
   for (int i = lane; i < n; i += 32) out[i] = 1.0f + i;
 }
-]], "overrun.lua"))
+]]
+
+describe("buffer overruns on sim #sim", function()
+  it("fault at the overrun, name the task, and leave the process sound", function()
+    local rt = assert(mw.runtime { backend = "sim", workers = 2 })
+    local prog = assert(rt:compile(FILL, "overrun.lua"))
     local small = rt:buffer("float", 32)
     local ok, err = pcall(function() return prog.fill:bulk(1, small, 96 * 1024):await(30) end)
     assert.is_false(ok)
@@ -35,11 +38,7 @@ task void fill(float *out, int n) {
 
   it("accesses up to the buffer's last element are fine", function()
     local rt = assert(mw.runtime { backend = "sim", workers = 2 })
-    local prog = assert(rt:compile([[
-task void fill(float *out, int n) {
-  for (int i = lane; i < n; i += 32) out[i] = 1.0f + i;
-}
-]], "exact.lua"))
+    local prog = assert(rt:compile(FILL, "exact.lua"))
     for _, n in ipairs { 1, 31, 64, 1000, 4096 } do
       local b = rt:buffer("float", n)
       prog.fill:bulk(1, b, n):await(30)
