@@ -159,7 +159,13 @@ support.each_backend(function(backend)
         ended = (after.completed - before.completed) + (after.failed - before.failed)
           + (after.cancelled - before.cancelled)
       until (spawned == ended and after.frames_in_use == 0) or mw.now() - t0 > 30
-      assert.equals(spawned, ended)
+      local function counters(st)
+        return ("spawned %d, completed %d, failed %d, cancelled %d, in flight %d, frames in use %d, "
+          .. "host completed %d"):format(st.spawned, st.completed, st.failed, st.cancelled,
+          st.in_flight, st.frames_in_use, st.host_completed)
+      end
+      assert(spawned == ended, ("%d tasks spawned, %d ended, after 30 s; before: %s; after: %s")
+        :format(spawned, ended, counters(before), counters(after)))
       assert.equals(0, after.in_flight)
       assert.equals(0, after.frames_in_use) -- every frame back, deferred frees of cancels too
       assert.equals(roots, after.host_completed - before.host_completed) -- each root once
