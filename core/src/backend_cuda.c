@@ -233,8 +233,14 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out,
   const char *probes = getenv("MOONWARP_PROBES");
   const char *define = getenv("MOONWARP_DEVICE_DEFINE");
   char extra[96] = "";
-  if (define && *define && strlen(define) < sizeof extra - 3 && !strchr(define, ' '))
+  if (define && *define) {
+    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
+      mw__rt_error(rt, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
+                       "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
+      return MW_EINVAL;
+    }
     snprintf(extra, sizeof extra, "-D%s", define);
+  }
   const char *opts[3] = {"-DMW_CUDA=1", NULL, NULL};
   int nopts = 1;
   if (probes && !strcmp(probes, "1")) opts[nopts++] = "-DMW_PROBES=1";
