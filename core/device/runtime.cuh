@@ -113,6 +113,8 @@ struct mw_ctx {
   mw_u32 nest;       /* a woken task waits in the CTA: the next await runs it first */
   mw_u32 yield;      /* the host asks the executor to stop: awaits suspend rather than run inline */
   mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
+  mw_u32 take_w;     /* inbox cells its next take looks at: 2, or MW_TAKE_MAX while the host
+                      * streams spawns (its last take found more than one) */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
   /* tracing, lane 0 only: see protocol.h, task traces */
   mw_u32 trace_gen;
@@ -559,6 +561,17 @@ __device__ int mw_kid_find(mw_ctx *c, mw_u64 h) {
   }
   return -1;
 }
+/* The entry of future h if it is one of the two newest of this warp's recent inline results
+ * (the child an await just ran, or the pair of an await_all), else -1: what mw_kid_find would
+ * find first, in a few loads. Lane 0. */
+__device__ __forceinline__ int mw_kid_recent(mw_ctx *c, mw_u64 h) {
+  mw_wstate *ws = MW_WS(c);
+  mw_u32 used = ws->kid_used, n = ws->kid_next;
+  mw_u32 j = (n - 1u) % MW_KIDS, i = (n - 2u) % MW_KIDS;
+  if (((used >> j) & 1u) && ws->kid[j].fut == h) return (int)j;
+  if (((used >> i) & 1u) && ws->kid[i].fut == h) return (int)i;
+  return -1;
+}
 /* Forgets entry k. A child that completed privately still holds its producer's reference in
  * its slot (nothing else could see it): it is dropped now, the owner's stays. Lane 0. */
 __device__ void mw_kid_drop(mw_ctx *c, mw_kid *k) {
@@ -814,95 +827,179 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 }
 
 /* ---- the host inbox ------------------------------------------------------------------------- */
-/* Takes one spawn from the host inbox and makes it a task in a fresh frame; cancel requests
- * met on the way are carried out (no frame needed). Collective. Returns the frame, or MW_NONE
- * if the inbox is empty or no frame is free. */
+#ifndef MW_TAKE_MAX
+#define MW_TAKE_MAX 32u /* spawns one take copies at most: one per lane (1u: one at a time, to compare) */
+#endif
+
+/* The spawn of ticket t in cell (seq t + 1 already seen), now this worker's, into frame f:
+ * read by the calling lane alone, whole (eight 16-byte loads in flight together), then freed
+ * for the host. Returns the cell's head words. One lane per cell. */
+__device__ void mw_inbox_copy(mw_ctx *c, volatile mw_inbox_cell *cell, mw_u64 t, mw_u32 f,
+                              mw_u64 *fut, mw_u32 *kind, mw_u32 *flags, mw_u32 *bn) {
+  const uint4 *src = (const uint4 *)cell;
+  uint4 w[sizeof(mw_inbox_cell) / 16];
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(mw_inbox_cell) / 16); ++i) {
+#ifdef MW_SIM
+    const volatile uint4 *v = (const volatile uint4 *)src + i;
+    w[i].x = v->x;
+    w[i].y = v->y;
+    w[i].z = v->z;
+    w[i].w = v->w;
+#else
+    /* one 16-byte load each, all in flight together, none served from L1 (the host rewrites
+     * the cell for ticket t + cap) */
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[i].x), "=r"(w[i].y), "=r"(w[i].z), "=r"(w[i].w)
+                 : "l"(src + i));
+#endif
+  }
+  const mw_inbox_cell *cp = (const mw_inbox_cell *)w;
+  *fut = cp->fut;
+  *kind = cp->kind;
+  *flags = cp->flags;
+  *bn = cp->bulk_n;
+  /* the payload: the argument struct, then zeroes up to the frame's end */
+  mw_frame_hdr *fh = mw_frame(c, f);
+  uint4 *dst = (uint4 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+  const uint4 *args = (const uint4 *)cp->args;
+  mw_u32 payload = (c->frame_bytes - MW_FRAME_HDR_BYTES) / 16;
+  for (mw_u32 i = 0; i < payload; ++i) dst[i] = i < MW_INBOX_ARG_BYTES / 16 ? args[i] : make_uint4(0, 0, 0, 0);
+  __threadfence_system(); /* the cell read before it is freed (the host reuses it at once) */
+  cell->seq = t + c->st->inbox_cap;
+}
+
+/* The spawn just copied into frame f, which failed to be a task (no such kind), was cancelled
+ * by the host before it got here, or is a bulk spawn of no instances: its future completes
+ * now and the frame goes back. Lane 0. */
+__device__ void mw_inbox_settle(mw_ctx *c, mw_u32 f, mw_u64 fut, mw_u32 kind, mw_u32 flags) {
+  mw_u32 s = MW_FUT_SLOT(fut), gen = MW_FUT_GEN(fut);
+  const mw_u8 *args = (const mw_u8 *)mw_frame(c, f) + MW_FRAME_HDR_BYTES;
+  if (kind >= c->st->nkinds) {
+    mw_frame_free(c, f); /* counts and frees before the completion, which flushes them */
+    mw_count(c, kind, MW_CNT_FAILED);
+    mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
+                     "no such task kind in the executor", 0);
+  } else if (flags & MW_IN_CANCELLED) {
+    char buf[MW_MSG_BYTES];
+    mw_cancel_msg(buf, kind);
+    mw_drop_holds(c, mw_kind(kind)->futargs, args);
+    mw_frame_free(c, f);
+    mw_count(c, kind, MW_CNT_CANCELLED);
+    mw_complete_slot(c, s, gen, MW_ST_CANCELLED, 0, mw_kind(kind)->rtype, MW_FAIL_CANCELLED, buf, 0);
+  } else { /* a bulk spawn of no instances */
+    mw_drop_holds(c, mw_kind(kind)->futargs, args);
+    mw_frame_free(c, f);
+    mw_count(c, kind, MW_CNT_COMPLETED);
+    mw_complete_slot(c, s, gen, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+  }
+}
+
+/* Pushes frame f of each lane below n (MW_NONE: none) to the global run queue: the tickets in
+ * one atomic, the cells written by the lanes together (mw_gq_push's steps). Collective. */
+__device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
+  mw_state *st = c->st;
+  mw_u32 m = __ballot_sync(MW_FULL, f != MW_NONE);
+  if (!m) return;
+  mw_u64 t0 = mw_bcast64(c->lane == 0 ? mw_add64(&st->gq_tail, (mw_u64)__popc(m)) : 0ull);
+  if (f == MW_NONE) return;
+  mw_u64 t = t0 + (mw_u64)__popc(m & ((1u << c->lane) - 1u));
+  mw_u64 i = t & (st->gq_cap - 1);
+  while (mw_ld64(&st->gq_seq[i]) != t) __nanosleep(32); /* a slow consumer of t - cap */
+  mw_st32(&st->gq[i], f);
+  MW_FENCE();
+  mw_st64(&st->gq_seq[i], t + 1);
+}
+
+/* Takes the spawns waiting in the host inbox, up to MW_TAKE_MAX in one claim, and makes each a
+ * task in a fresh frame (protocol.h, inbox ring: a take); the cancel requests among them are
+ * carried out (after the spawns before them are tasks). The first task is returned to run
+ * here, the others go to the global run queue for the idle workers. A take looks at two cells
+ * (one read), or at MW_TAKE_MAX while its last take found more than one (the host streams).
+ * Collective. Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
 __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
   mw_state *st = c->st;
-  mw_u64 t = 0;
-  mw_u32 f = MW_NONE;
-  if (c->lane == 0) {
-    for (int round = 0; round < 16; ++round) {
-      t = mw_ld64(&st->inbox_head);
-      volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
-      if (cell->seq != t + 1) break;
-      __threadfence_system(); /* seq before the payload (pairs with the host's release) */
-      if (cell->flags & MW_IN_CANCEL) {
-        if (mw_cas64(&st->inbox_head, t, t + 1) != t) continue; /* another worker took it */
-        mw_u64 fut = cell->fut;
-        __threadfence_system();
-        cell->seq = t + st->inbox_cap; /* the cell is free again */
-        mw_cancel_fut(c, fut);
+  const mw_u32 cap = st->inbox_cap;
+  mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
+  w = w < cap ? w : cap;
+  for (int round = 0; round < 16; ++round) {
+    mw_u64 t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
+    volatile mw_inbox_cell *cell = &st->inbox[(t + c->lane) & (cap - 1)];
+    bool full = c->lane < w && cell->seq == t + c->lane + 1;
+    mw_u32 ready = __ballot_sync(MW_FULL, full);
+    mw_u32 n = ready == MW_FULL ? 32u : (mw_u32)__ffs((int)~ready) - 1u; /* full in a row from t */
+    c->take_w = n > 1 ? MW_TAKE_MAX : 2u;
+    if (n == 0) return MW_NONE;
+    /* a frame for each, from the warp's cache (lane 0), handed to its lane */
+    mw_u32 f = MW_NONE, got = 0;
+    for (mw_u32 j = 0; j < n; ++j) {
+      mw_u32 g = mw_bcast(c->lane == 0 ? mw_frame_alloc(c) : 0u);
+      if (g == MW_NONE) break;
+      if (c->lane == j) f = g;
+      got = j + 1;
+    }
+    if (got == 0) return MW_NONE; /* no free frame: the spawns wait */
+    mw_u32 claimed = 0;
+    if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
+    if (!mw_bcast(claimed)) { /* another worker took them: the frames go back, in order */
+      for (mw_u32 j = got; j-- > 0;) {
+        mw_u32 g = __shfl_sync(MW_FULL, f, j);
+        if (c->lane == 0) mw_frame_free(c, g);
+      }
+      __syncwarp();
+      continue;
+    }
+    /* each lane its cell: copied into its frame (after the seq it saw: sys-acquire), freed, and
+     * the task's frame and future set up */
+    __threadfence_system();
+    mw_u64 fut = 0;
+    mw_u32 kind = 0, flags = 0, bn = 0;
+    bool odd = false, cancel = false;
+    if (f != MW_NONE) {
+      mw_inbox_copy(c, cell, t + c->lane, f, &fut, &kind, &flags, &bn);
+      cancel = (flags & MW_IN_CANCEL) != 0;
+      if (!cancel) {
+        mw_frame_hdr *fh = mw_frame(c, f);
+        mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);
+        mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
+        sl->kind = kind;
+        sl->refs = 1;
+        sl->fref = mw_frame_open(c, f);
+        odd = kind >= st->nkinds || (flags & MW_IN_CANCELLED) || ((flags & MW_IN_BULK) && bn == 0);
+        /* the futures among its arguments are held until it finishes (protocol.h, inbox ring) */
+        if (kind < st->nkinds)
+          mw_take_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+      }
+    }
+    /* in ticket order (lane 0: the warp's counters, cancellation): counted, the odd ones
+     * completed now, the cancel requests carried out and their frames given back */
+    mw_u32 om = __ballot_sync(MW_FULL, odd), cm = __ballot_sync(MW_FULL, cancel);
+    for (mw_u32 j = 0; j < got; ++j) {
+      mw_u32 kj = __shfl_sync(MW_FULL, kind, j);
+      mw_u32 fj = __shfl_sync(MW_FULL, f, j);
+      mw_u64 uj = __shfl_sync(MW_FULL, fut, j);
+      mw_u32 gj = __shfl_sync(MW_FULL, flags, j);
+      if (c->lane != 0) continue;
+      if (cm & (1u << j)) {
+        mw_frame_free(c, fj);
+        mw_cancel_fut(c, uj);
         continue;
       }
-      f = mw_frame_alloc(c);
-      if (f != MW_NONE && mw_cas64(&st->inbox_head, t, t + 1) != t) {
-        mw_frame_free(c, f); /* another worker took it */
-        f = MW_NONE;
-      }
-      break;
+      mw_count(c, kj, MW_CNT_SPAWNED);
+      if (om & (1u << j)) mw_inbox_settle(c, fj, uj, kj, gj);
     }
+    __syncwarp();
+    if (odd || cancel) f = MW_NONE;
+    /* the first task left runs here, the others go to the idle workers */
+    mw_u32 live = __ballot_sync(MW_FULL, f != MW_NONE);
+    if (!live) continue;
+    mw_u32 first = (mw_u32)__ffs((int)live) - 1u;
+    mw_u32 mine = __shfl_sync(MW_FULL, f, first);
+    mw_gq_push_lanes(c, c->lane == first ? MW_NONE : f);
+    __syncwarp();
+    return mine;
   }
-  f = mw_bcast(f);
-  if (f == MW_NONE) return MW_NONE;
-  t = mw_bcast64(t);
-  volatile mw_inbox_cell *cell = &st->inbox[t & (st->inbox_cap - 1)];
-  mw_frame_hdr *fh = mw_frame(c, f);
-  /* the cell's head (lane 0) and its arguments (all lanes) are read in one go: the loads cross
-   * the bus together, not one round trip after the other */
-  mw_u64 fut = 0;
-  mw_u32 kind = 0, flags = 0, bn = 0;
-  if (c->lane == 0) {
-    fut = cell->fut;
-    kind = cell->kind;
-    flags = cell->flags;
-    bn = cell->bulk_n;
-  }
-  /* payload: the argument struct, then zeroes up to the frame's end */
-  mw_u32 *dst = (mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
-  const volatile mw_u32 *src = (const volatile mw_u32 *)cell->args;
-  mw_u32 payload = c->frame_bytes - MW_FRAME_HDR_BYTES;
-  for (mw_u32 i = c->lane; i * 4 < payload; i += 32)
-    dst[i] = i < MW_INBOX_ARG_BYTES / 4 ? src[i] : 0u;
-  __syncwarp();
-  if (c->lane == 0) {
-    __threadfence_system();
-    cell->seq = t + st->inbox_cap; /* the cell is free again */
-    mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);
-    mw_u32 s = MW_FUT_SLOT(fut);
-    mw_slot *sl = &c->slots[s];
-    sl->kind = kind;
-    sl->refs = 1;
-    sl->fref = mw_frame_open(c, f);
-    mw_count(c, kind, MW_CNT_SPAWNED);
-    if (kind >= st->nkinds) {
-      mw_frame_free(c, f); /* counts and frees before the completion, which flushes them */
-      mw_count(c, kind, MW_CNT_FAILED);
-      mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_FAILED, 0, MW_RT_VOID, MW_FAIL_BAD_KIND,
-                       "no such task kind in the executor", 0);
-      f = MW_NONE;
-    } else {
-      /* the futures among its arguments are held until it finishes (protocol.h, inbox ring) */
-      mw_take_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
-      if (flags & MW_IN_CANCELLED) { /* cancelled by the host before it got here */
-        char buf[MW_MSG_BYTES];
-        mw_cancel_msg(buf, kind);
-        mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
-        mw_frame_free(c, f);
-        mw_count(c, kind, MW_CNT_CANCELLED);
-        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_CANCELLED, 0, mw_kind(kind)->rtype,
-                         MW_FAIL_CANCELLED, buf, 0);
-        f = MW_NONE;
-      } else if ((flags & MW_IN_BULK) && bn == 0) {
-        mw_drop_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)dst);
-        mw_frame_free(c, f);
-        mw_count(c, kind, MW_CNT_COMPLETED);
-        mw_complete_slot(c, s, MW_FUT_GEN(fut), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-        f = MW_NONE;
-      }
-    }
-  }
-  return mw_bcast(f);
+  return MW_NONE;
 }
 
 /* ---- records that waited: for other warps of the CTA, and for other CTAs ------------------- */
@@ -1801,12 +1898,21 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   v.rtype = MW_RT_I64;
   mw_u32 meta = 0;
   if (c->lane == 0) {
-    int code;
-    const char *msg;
-    mw_u32 st = mw_outcome(c, f.h, &v.bits, &v.rtype, &code, &msg);
-    bool ok = st != MW_ST_PENDING && !(st == MW_ST_FAILED && code == MW_FAIL_STALE) &&
-              f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED;
-    meta = v.rtype | (ok ? 256u : 0u);
+    /* the common case first: one of the two children that completed last here, done */
+    int k = mw_kid_recent(c, f.h);
+    const mw_kid *K = k >= 0 ? &MW_WS(c)->kid[k] : 0;
+    if (K && K->status == MW_ST_OK) {
+      v.bits = K->value;
+      v.rtype = K->rtype;
+      meta = v.rtype | 256u;
+    } else {
+      int code;
+      const char *msg;
+      mw_u32 st = mw_outcome(c, f.h, &v.bits, &v.rtype, &code, &msg);
+      bool ok = st != MW_ST_PENDING && !(st == MW_ST_FAILED && code == MW_FAIL_STALE) &&
+                f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED;
+      meta = v.rtype | (ok ? 256u : 0u);
+    }
   }
   (void)line;
   v.bits = mw_bcast64(v.bits);
@@ -1916,10 +2022,9 @@ __device__ mw_u32 mw_sibling_of(mw_ctx *c, mw_u32 ch) {
 
 /* The owner lets go of child future h (generation gen of slot s): the slot loses the owner's
  * reference. A child that completed privately while no handle left the warp is freed at once,
- * with no atomic. Lane 0. */
-__device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
+ * with no atomic. k is h's entry among the recent results (mw_kid_find), or -1. Lane 0. */
+__device__ void mw_drop_child_at(mw_ctx *c, mw_u64 h, int k) {
   mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
-  int k = mw_kid_find(c, h);
   if (k >= 0) {
     mw_kid *K = &MW_WS(c)->kid[k];
     mw_u32 n = K->priv ? 2u : 1u; /* a private completion kept the producer's reference */
@@ -1934,6 +2039,8 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) {
   }
   mw_slot_unref(c, s, gen, 1);
 }
+/* The same, with h's entry found here. Lane 0. */
+__device__ void mw_drop_child(mw_ctx *c, mw_u64 h) { mw_drop_child_at(c, h, mw_kid_find(c, h)); }
 
 /* release(f): the running task gives up a child future it owns before it finishes (children
  * are otherwise released when their parent finishes), so a loop of spawns holds one slot, not
@@ -1943,7 +2050,12 @@ __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
   if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
     mw_level *L = MW_LV(c);
     mw_u32 s = MW_FUT_SLOT(f.h);
-    if (L->children == s + 1) { /* the latest spawn: the common case */
+    int k;
+    if (L->children == s + 1 && (k = mw_kid_recent(c, f.h)) >= 0) {
+      /* the common case: the latest spawn, which just completed here */
+      L->children = MW_WS(c)->kid[k].sibling;
+      mw_drop_child_at(c, f.h, k);
+    } else if (L->children == s + 1) { /* the latest spawn */
       L->children = mw_sibling_of(c, s + 1);
       mw_drop_child(c, f.h);
     } else {
@@ -2023,7 +2135,7 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   for (mw_u32 ch = L->children; ch;) {
     int k = mw_kid_of_slot(c, ch - 1);
     mw_u32 next = k >= 0 ? ws->kid[k].sibling : mw_ld32(&c->slots[ch - 1].sibling);
-    if (k >= 0) mw_drop_child(c, ws->kid[k].fut);
+    if (k >= 0) mw_drop_child_at(c, ws->kid[k].fut, k);
     else mw_slot_unref(c, ch - 1, MW_NONE, 1);
     ch = next;
   }
@@ -2478,6 +2590,7 @@ __device__ void mw_executor(mw_state *st) {
   c.nest = 0;
   c.yield = 0;
   c.trace_due = 0;
+  c.take_w = 2;
   c.kind = 0;
   c.off = 0;
   c.trace_gen = 0;
