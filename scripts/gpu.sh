@@ -75,7 +75,8 @@ if want bench; then
     echo "# suite, variant $v" | tee -a "$out/bench.txt"
     mkdir -p "$out/variant-$v"
     MOONWARP_DEVICE_DEFINE=$v timeout 200 luajit bench/suite.lua --backend cuda --out "$out/variant-$v" 2>&1 |
-      tee -a "$out/bench.txt" | grep -E "^(bulk|pipeline|dynamic|dependent|fork)"
+      tee -a "$out/bench.txt" | grep -E "^(bulk|pipeline|dynamic|dependent|fork|round trip|host spawns)"
+    MOONWARP_DEVICE_DEFINE=$v timeout 60 ./build-gpu/bench_roundtrip 2000 2>&1 | tee -a "$out/bench.txt"
   done
   # buffer copies: the staging halves beside the socket payload they replace
   timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"

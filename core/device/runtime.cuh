@@ -47,7 +47,9 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 #endif
 
 #ifndef MW_POLLERS
+#ifndef MW_POLLERS
 #define MW_POLLERS 4u
+#endif
 #endif
 #define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
 
@@ -830,6 +832,9 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #ifndef MW_TAKE_MAX
 #define MW_TAKE_MAX 32u /* spawns one take copies at most: one per lane (1u: one at a time, to compare) */
 #endif
+#ifndef MW_TAKE_BATCHES
+#define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
+#endif
 
 /* The spawn of ticket t in cell (seq t + 1 already seen), now this worker's, into frame f:
  * read by the calling lane alone, whole (eight 16-byte loads in flight together), then freed
@@ -916,8 +921,10 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
  * carried out (after the spawns before them are tasks). The first task is returned to run
  * here, the others go to the global run queue for the idle workers. A take looks at two cells
  * (one read), or at MW_TAKE_MAX while its last take found more than one (the host streams).
+ * While the host streams, a full batch goes to the queue whole and the take goes on, up to
+ * batches full batches: the worker hands spawns out rather than run one of each batch itself.
  * Collective. Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
-__device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
+__device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
   mw_state *st = c->st;
   const mw_u32 cap = st->inbox_cap;
   mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
@@ -993,6 +1000,13 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c) {
     /* the first task left runs here, the others go to the idle workers */
     mw_u32 live = __ballot_sync(MW_FULL, f != MW_NONE);
     if (!live) continue;
+    if (got == MW_TAKE_MAX && batches > 1) { /* the host streams: hand them all out, go on */
+      mw_gq_push_lanes(c, f);
+      __syncwarp();
+      --batches;
+      round = 0;
+      continue;
+    }
     mw_u32 first = (mw_u32)__ffs((int)live) - 1u;
     mw_u32 mine = __shfl_sync(MW_FULL, f, first);
     mw_gq_push_lanes(c, c->lane == first ? MW_NONE : f);
@@ -1123,7 +1137,7 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   if (mw_bcast(hungry)) mw_publish_aged(c);
   if (mw_woken_waiting(c)) c->nest = 1;
   if (mw_bcast(poll)) {
-    mw_u32 f = mw_take_inbox(c);
+    mw_u32 f = mw_take_inbox(c, 1);
     if (f != MW_NONE && c->lane == 0) mw_gq_push(c->st, f);
   }
 }
@@ -2384,7 +2398,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
     if (mw_bcast(c->lane == 0 ? (mw_u32)mw_poll_due(c) : 0u)) {
-      mw_u32 g = mw_take_inbox(c);
+      mw_u32 g = mw_take_inbox(c, 1);
       if (g != MW_NONE && c->lane == 0) mw_gq_push(st, g);
     }
     mw_u32 i = 0, skip = 0;
@@ -2560,6 +2574,9 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #define MW_CTA_STATE(st, cta) mw_cta_shared
 #endif
 
+#ifndef MW_IDLE_NAP_MAX
+#define MW_IDLE_NAP_MAX 1024u /* ns: the longest nap of an idle worker between two looks */
+#endif
 __device__ void mw_executor(mw_state *st) {
   mw_u8 stack[MW_LSTACK_BYTES] __attribute__((aligned(16)));
   mw_ctx c;
@@ -2658,9 +2675,9 @@ __device__ void mw_executor(mw_state *st) {
     mw_rec *rec = 0;
     mw_u32 f = MW_NONE;
     /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
-    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c);
+    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     if (f == MW_NONE) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) f = mw_take_inbox(&c);
+    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     if (f == MW_NONE && !rec) {
       ++idle;
       if (c.lane == 0) {
@@ -2674,7 +2691,7 @@ __device__ void mw_executor(mw_state *st) {
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       __nanosleep(nap);
-      if (nap < 1024) nap *= 2;
+      if (nap < MW_IDLE_NAP_MAX) nap *= 2;
       continue;
     }
     if (c.lane == 0 && c.idle) {
