@@ -1305,6 +1305,44 @@ __device__ __forceinline__ mw_u32 mw_await_off(mw_ctx *c) {
 
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 
+__device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *ki);
+__device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off);
+
+/* The await of one future h that is this warp's latest spawn, still in its record, of a kind
+ * that never awaits (the chain's step: spawn, then await at once): the child is claimed and
+ * run at once as a plain call (mw_run_leaf), with none of the await's bookkeeping (the
+ * futures noted on the lane stack, the look at each). What mw_await_more would do for it, in
+ * fewer steps; anything else (a nested root waiting, a stop, a trace, a cancellation, no room
+ * on the lane stack) takes the general path. Collective. Returns true when the await is
+ * complete (the level's bad notes a failure of the child), false to take the general path. */
+__device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
+  mw_u32 go = 0;
+  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && c->d + 1 < MW_LEVELS) {
+    mw_wstate *ws = MW_WS(c);
+    mw_u32 r = ws->last_rec;
+    mw_rec *rec = &ws->rec[r];
+    mw_u32 rs = mw_ld32(&rec->state);
+    if (MW_REC_ST(rs) == MW_REC_READY && rec->fut == h && (rec->flags & MW_RF_SPAWN)) {
+      const mw_kind_info *ki = mw_kind(rec->kind);
+      mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* as the general path places it */
+      if (mw_leaf_call_ok(c, ki) && coff + ki->frame_bytes <= MW_LSTACK_BYTES &&
+          atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs)
+        go = 1u | r << 4 | coff << 12;
+    }
+  }
+  go = mw_bcast(go);
+  if (!go) return false;
+  mw_run_leaf(c, (go >> 4) & 255u, go >> 12);
+  if (c->lane == 0) { /* its result is the newest of the recent results */
+    mw_level *L = MW_LV(c);
+    int k = mw_kid_recent(c, h);
+    L->bad = k >= 0 && MW_WS(c)->kid[k].status == MW_ST_OK ? 0ull : h;
+    L->naw = L->cur = 1;
+  }
+  __syncwarp();
+  return true;
+}
+
 /* Starts an await of fs[0..n) (protocol.h: the levels). Collective. Returns true when the body
  * must return now: a child runs inline first (MW_RUN_CALL), or the level suspended
  * (MW_RUN_SUSPEND; it touches nothing of its frame after, it may run on elsewhere already).
@@ -1318,6 +1356,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     return false;
   }
   mw_tick(c);
+  if (n == 1 && mw_await_leaf(c, fs[0].h)) return false;
   mw_u32 off = mw_await_off(c);
   if (off + 8u * n > MW_LSTACK_BYTES) {
     mw_fail(c, MW_FAIL_CAPACITY, "await of more futures than the lane stack holds");
@@ -1385,6 +1424,39 @@ __device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *k
 #endif
 }
 
+/* Finishes the running level the short way when it is an inline child that ended done, owns
+ * no children, holds no futures and returns none, and completes privately (protocol.h, Private
+ * completion): what mw_finish_level does in that case. Lane 0. Returns false, having done
+ * nothing, for any other case. */
+__device__ bool mw_finish_plain(mw_ctx *c) {
+  mw_wstate *ws = MW_WS(c);
+  mw_level *L = MW_LV(c);
+  const mw_kind_info *ki = mw_kind(L->kind);
+  mw_u32 s = MW_FUT_SLOT(L->fut), gen = MW_FUT_GEN(L->fut);
+  if (c->cancelled || c->status != MW_RUN_DONE || L->children || ki->futargs ||
+      ki->rtype == MW_RT_FUTURE || (L->flags & (MW_LV_CANCELLED | MW_LV_ROOT | MW_LV_PUBLIC)) ||
+      L->epoch != ws->epoch || s < c->host_slots)
+    return false;
+  MW_PROBE(MW_PR_FINISH);
+  mw_count(c, L->kind, MW_CNT_COMPLETED);
+  if (L->frame != MW_NONE) mw_frame_free(c, L->frame);
+  mw_slot *sl = &c->slots[s];
+  mw_slot_result(sl, MW_ST_OK, c->value, ki->rtype, 0, 0, 0);
+  mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+  mw_kid *K = mw_kid_new(c);
+  K->fut = L->fut;
+  K->value = c->value;
+  K->sibling = L->sibling;
+  K->epoch = L->epoch;
+  K->status = MW_ST_OK;
+  K->rtype = (mw_u8)ki->rtype;
+  K->level = (mw_u8)(c->d - 1);
+  K->priv = 1;
+  K->state = MW_KID_DONE;
+  ws->depth = c->d;
+  return true;
+}
+
 /* Runs the child in record r, claimed by this warp (OWNED), at once as level d + 1, from the
  * await of level d: set up as mw_call_child does, run through mw_dispatch_leaf, finished, and
  * level d's run goes on with its state as it was. The child never awaits, so it ends in this
@@ -1414,7 +1486,7 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
     mw_dispatch_leaf(c, c->kind, c->stk + off);
     __syncwarp();
   }
-  if (c->lane == 0) mw_finish_level(c);
+  if (c->lane == 0 && !mw_finish_plain(c)) mw_finish_level(c);
   __syncwarp();
   c->d--;
   /* level d was running its body, not failed, not cancelled when it claimed the child; a
