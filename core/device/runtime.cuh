@@ -279,6 +279,36 @@ __device__ void mw_stack_push(mw_u64 *head, mw_u32 *next, mw_u32 i) {
     if (mw_cas64(head, h, n) == h) return;
   }
 }
+/* Pops up to want entries in one CAS, into out[] (the top first); returns how many. The walk
+ * down the links is safe because every push and pop changes the head's tag: if the CAS
+ * succeeds, nothing came between the head's read and it, so the links walked were those of
+ * entries still in the stack. Lane 0. */
+__device__ mw_u32 mw_stack_pop_n(mw_u64 *head, mw_u32 *next, mw_u32 *out, mw_u32 want) {
+  for (;;) {
+    mw_u64 h = mw_ld64(head);
+    mw_u32 cur = (mw_u32)h, n = 0;
+    while (cur && n < want) {
+      out[n++] = cur - 1;
+      cur = mw_ld32(&next[cur - 1]);
+    }
+    if (n == 0) return 0;
+    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | cur) == h) {
+      MW_FENCE();
+      return n;
+    }
+  }
+}
+/* Pushes in[0..n) (n >= 1) in one CAS: linked in that order first, then the chain on the old
+ * top. Lane 0. */
+__device__ void mw_stack_push_n(mw_u64 *head, mw_u32 *next, const mw_u32 *in, mw_u32 n) {
+  for (mw_u32 i = 0; i + 1 < n; ++i) mw_st32(&next[in[i]], in[i + 1] + 1);
+  for (;;) {
+    mw_u64 h = mw_ld64(head);
+    mw_st32(&next[in[n - 1]], (mw_u32)h);
+    MW_FENCE(); /* the links (and the entries' contents) before the head that publishes them */
+    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | (mw_u64)(in[0] + 1)) == h) return;
+  }
+}
 /* Waiter nodes link their free stack through the high word of the node itself. */
 __device__ mw_u32 mw_node_pop(mw_ctx *c) {
   mw_u64 *head = &c->st->node_head;
@@ -303,9 +333,19 @@ __device__ void mw_node_push(mw_ctx *c, mw_u32 i) {
   }
 }
 
-/* ---- the warp's caches in front of the stacks (no atomics while a warp recycles its own) --- */
+/* ---- the warp's caches in front of the stacks (no atomics while a warp recycles its own) ---
+ * The frame cache goes to the stack and back half a cache at a time, in one CAS each way
+ * (MW_FRAME_CHAIN frames at most; 1: one at a time, to compare): a warp that takes many frames
+ * (a poller taking host spawns) or frees many (the workers that run them) crosses the
+ * contended head once per half cache, not once per frame. */
+#ifndef MW_FRAME_CHAIN
+#define MW_FRAME_CHAIN 8u
+#endif
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
+  mw_u32 half = c->cache_cap / 2 < MW_FRAME_CHAIN ? c->cache_cap / 2 : MW_FRAME_CHAIN;
+  if (!ws->nfree_frames && half > 1)
+    ws->nfree_frames = mw_stack_pop_n(&c->st->frame_head, c->st->frame_next, ws->free_frames, half);
   mw_u32 f = ws->nfree_frames ? ws->free_frames[--ws->nfree_frames]
                               : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
   if (f != MW_NONE) ws->frames_taken++;
@@ -314,6 +354,11 @@ __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
 __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
   mw_wstate *ws = MW_WS(c);
   ws->frames_freed++;
+  mw_u32 half = c->cache_cap / 2 < MW_FRAME_CHAIN ? c->cache_cap / 2 : MW_FRAME_CHAIN;
+  if (ws->nfree_frames >= c->cache_cap && half > 1) { /* full: its newer half goes back */
+    ws->nfree_frames -= half;
+    mw_stack_push_n(&c->st->frame_head, c->st->frame_next, &ws->free_frames[ws->nfree_frames], half);
+  }
   if (ws->nfree_frames < c->cache_cap) {
     ws->free_frames[ws->nfree_frames++] = f;
     return;
@@ -2646,8 +2691,15 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #define MW_CTA_STATE(st, cta) mw_cta_shared
 #endif
 
+/* The longest nap of an idle worker between two looks for work, in ns. Idle workers spin on
+ * the global queue's head and the CTA's records: the longer they nap, the less their reads and
+ * CASes hold up the L2 for the workers that run tasks (measured: bench/NOTES.md). A poller
+ * naps at most MW_POLL_NAP_MAX, so a host spawn is seen soon. */
 #ifndef MW_IDLE_NAP_MAX
-#define MW_IDLE_NAP_MAX 1024u /* ns: the longest nap of an idle worker between two looks */
+#define MW_IDLE_NAP_MAX 8192u
+#endif
+#ifndef MW_POLL_NAP_MAX
+#define MW_POLL_NAP_MAX 1024u
 #endif
 __device__ void mw_executor(mw_state *st) {
   mw_u8 stack[MW_LSTACK_BYTES] __attribute__((aligned(16)));
@@ -2763,7 +2815,7 @@ __device__ void mw_executor(mw_state *st) {
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       __nanosleep(nap);
-      if (nap < MW_IDLE_NAP_MAX) nap *= 2;
+      if (nap < (poller ? MW_POLL_NAP_MAX : MW_IDLE_NAP_MAX)) nap *= 2;
       continue;
     }
     if (c.lane == 0 && c.idle) {
