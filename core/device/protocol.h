@@ -240,8 +240,13 @@ typedef struct mw_frame_hdr {
  *   seq == t + 1    full, published: the device may take ticket t
  *   the device, after copying the cell out, sets seq = t + cap (free for ticket t + cap).
  * Host write: wait seq == t (host-acquire), fill the cell, host-release seq = t + 1.
- * Device take: head is a device-memory counter. Read t = head, sys-acquire seq; if seq == t+1,
- *   CAS head t -> t+1 to claim, copy the cell, then sys-release seq = t + cap.
+ * Device take: head is a device-memory counter. A worker reads t = head and the seqs of cells
+ *   t .. t+w-1 (one lane each, w <= 32); the n full ones in a row from t (seq == ticket + 1) are
+ *   claimed together with CAS head t -> t+n. Then each lane sys-acquires (a fence after its seq
+ *   read), copies its cell whole, and sys-releases seq = ticket + cap. Cells are freed in any
+ *   order: the host checks each cell's own seq before it writes it. The spawns of one take are
+ *   set up (frame, slot) before lane 0 carries out, in ticket order, the cancel requests among
+ *   them, so a request never overtakes the spawn it names.
  *
  * A cell is either a spawn or, with MW_IN_CANCEL, a cancel request for the future in fut (kind,
  * args unused): the worker that takes it runs the Cancellation steps of the slot section on
