@@ -145,6 +145,16 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #endif
 #define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
 
+/* sim: task code runs between MW_TASK_IN and MW_TASK_OUT (sim_shim.h: it is stopped there after
+ * a fault elsewhere); nothing on the GPU */
+#ifdef MW_SIM
+#define MW_TASK_IN() const int mw_was_task = __mw_sim_task(1)
+#define MW_TASK_OUT() __mw_sim_task(mw_was_task)
+#else
+#define MW_TASK_IN() (void)0
+#define MW_TASK_OUT() (void)0
+#endif
+
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
 __device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *frame); /* MW_KIND_LEAF kinds only */
 __device__ const mw_kind_info *mw_kind(mw_u32 kind);
@@ -1528,7 +1538,11 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   c->cancelled = (a >> 8) & 1u;
   if (!c->cancelled) { /* cancelled before it started: it never runs */
     MW_PROBE(MW_PR_RUN);
-    mw_dispatch_leaf(c, c->kind, c->stk + off);
+    {
+      MW_TASK_IN();
+      mw_dispatch_leaf(c, c->kind, c->stk + off);
+      MW_TASK_OUT();
+    }
     __syncwarp();
   }
   if (c->lane == 0 && !mw_finish_plain(c)) mw_finish_level(c);
@@ -2369,7 +2383,11 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
       if (c->trace_ev) mw_trace_begin(c, c->kind, L->fut, c->resume);
       {
         MW_PROBE(MW_PR_RUN);
-        mw_dispatch(c, c->kind, c->stk + c->off);
+        {
+          MW_TASK_IN();
+          mw_dispatch(c, c->kind, c->stk + c->off);
+          MW_TASK_OUT();
+        }
         __syncwarp();
       }
       if (c->trace_ev)
@@ -2551,7 +2569,11 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       c->resume = 0;
       c->status = MW_RUN_DONE;
       c->fail_fut = 0;
-      mw_dispatch(c, kind, c->stk);
+      {
+        MW_TASK_IN();
+        mw_dispatch(c, kind, c->stk);
+        MW_TASK_OUT();
+      }
       __syncwarp();
       if (c->status != MW_RUN_DONE && !failed) {
         failed = 1;

@@ -6,6 +6,8 @@
  *   int  mw_sim_run_warp(void (*kernel)(void *), void *arg, unsigned warp, unsigned nwarps,
  *                        char *err, unsigned errlen);   run one warp on the calling thread
  *   int  mw_sim_warp_size(void);                        32, a sanity symbol for the loader
+ *   void mw_sim_set_abort_flag(const volatile int *f);  the calling thread's warps stop their
+ *                                                       task code once *f is set (a fault)
  *
  * Execution model. A block is one warp: blockDim.x == 32, threadIdx.x is the lane, blockIdx.x the
  * warp and gridDim.x the number of warps. Each host thread runs one warp at a time; its 32 lanes
@@ -1058,8 +1060,37 @@ inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
+/* ---- task code stopped after a fault -------------------------------------------------------
+ * On the GPU a fault ends the whole executor at once. Here the other warps' threads would run
+ * their tasks to their end (a task that polls a flag for seconds keeps the runtime's close
+ * waiting), so once the runtime's fault flag is set (mw_sim_set_abort_flag, per thread), task
+ * code that sleeps is stopped there: the warp ends as after a divergence (mw_sim_run_warp returns
+ * -2) and starts over, once per thread; its executor then finds the stop the fault asked for.
+ * Only task code is stopped (the executor marks it with __mw_sim_task), never the executor's own
+ * loop or its stop barrier. */
+namespace mw_sim {
+static thread_local const volatile int *tls_abort_flag; /* nonzero once the runtime faulted */
+static thread_local int tls_in_task;                   /* the warp runs a task body */
+static thread_local int tls_stopped;                   /* this thread's warp was stopped once */
+inline void stop_task_if_faulted() {
+  Warp *w = tls_warp;
+  if (!w || !tls_in_task || tls_stopped || !tls_abort_flag || !*tls_abort_flag) return;
+  tls_stopped = 1;
+  tls_in_task = 0;
+  snprintf(w->msg, sizeof w->msg, "stopped: another warp faulted");
+  siglongjmp(w->env, 3);
+}
+} /* namespace mw_sim */
+/* Marks whether the warp runs task code from now on; returns what it was. */
+inline int __mw_sim_task(int in) {
+  int was = mw_sim::tls_in_task;
+  mw_sim::tls_in_task = in;
+  return was;
+}
+
 /* Sleeps the whole warp (its host thread); no lane switch happens here. */
 inline void __nanosleep(unsigned ns) {
+  mw_sim::stop_task_if_faulted();
   if (ns < 2000) {
     sched_yield();
     return;
@@ -1225,6 +1256,9 @@ mw_sim_fault_handler_v1(int sig, siginfo_t *si, void *uc);
 
 MW_SIM_API int mw_sim_warp_size(void) { return 32; }
 
+/* The calling thread's warps stop their task code once *flag is nonzero (see above). */
+MW_SIM_API void mw_sim_set_abort_flag(const volatile int *flag) { mw_sim::tls_abort_flag = flag; }
+
 /* Runs kernel(arg) on the 32 lanes of warp `warp` (of `nwarps`) on the calling thread and returns
  * when all lanes have returned: 0, or -1 with a message in err after a fault (the lanes are then
  * abandoned). Not reentrant from a lane. */
@@ -1233,6 +1267,7 @@ MW_SIM_API int mw_sim_run_warp(void (*kernel)(void *), void *arg, unsigned warp,
   using namespace mw_sim;
   if (err && errlen) err[0] = '\0';
   if (tls_warp) return fail(err, errlen, "mw_sim_run_warp: called from a lane");
+  tls_in_task = 0; /* a warp starts in the executor, whatever the last run left */
   install_handlers();
   Hub *hub = alt_hub();
   if (!hub) return fail(err, errlen, "mw_sim_run_warp: cannot allocate the signal stack");

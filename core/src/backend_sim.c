@@ -42,6 +42,7 @@ typedef struct sim_image {
   void *so;
   void (*kernel)(void *);
   run_warp_fn run_warp;
+  void (*set_abort_flag)(const volatile int *); /* the thread's task code stops once it is set */
 } sim_image;
 
 typedef struct sim_thread {
@@ -222,8 +223,10 @@ static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
   img->so = so;
   img->kernel = (void (*)(void *))dlsym(so, "mw_sim_kernel");
   img->run_warp = (run_warp_fn)dlsym(so, "mw_sim_run_warp");
+  img->set_abort_flag = (void (*)(const volatile int *))dlsym(so, "mw_sim_set_abort_flag");
   unsigned *proto = dlsym(so, "mw_sim_protocol");
-  if (!img->kernel || !img->run_warp || !proto || *proto != MW_PROTOCOL_VERSION) {
+  if (!img->kernel || !img->run_warp || !img->set_abort_flag || !proto ||
+      *proto != MW_PROTOCOL_VERSION) {
     mw__rt_error(rt, "the sim program lacks its entry points (stale cache entry?)");
     dlclose(so);
     img->so = NULL;
@@ -326,7 +329,10 @@ static void *warp_main(void *arg) {
   char err[512] = "";
   mw_state *st = (mw_state *)(uintptr_t)be->rt->state_dev;
   int rc;
-  /* -2: the lanes diverged; the warp starts over and fails the task it was running */
+  /* once a warp faulted, the task code of the others stops at its next sleep (sim_shim.h) */
+  be->cur.set_abort_flag((const volatile int *)&be->fault);
+  /* -2: the lanes diverged (or a fault elsewhere stopped the task); the warp starts over and
+   * fails the task it was running */
   while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
     mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
   if (rc) {
