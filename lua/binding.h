@@ -85,6 +85,11 @@ typedef struct mwl_future {
 
 /* module.c */
 int mwl_fail(lua_State *L, int err, const char *msg); /* pushes nil, msg, code; returns 3 */
+/* Registers the metatable mt of a userdata type: the metamethods meta (__gc, __tostring...),
+ * __index (the table of methods; with index too, index with that table as its upvalue 1; index
+ * alone without methods), and __metatable = name, so scripts can neither see nor change it. */
+void mwl_class(lua_State *L, const char *mt, const char *name, const luaL_Reg *meta,
+               const luaL_Reg *methods, lua_CFunction index);
 double mwl_now(void);                /* monotonic seconds */
 int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
 int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */

@@ -365,19 +365,13 @@ static int b_index(lua_State *L) {
   return 1;
 }
 
+static const luaL_Reg metamethods[] = {
+    {"__gc", b_gc},
+    {"__tostring", b_tostring},
+    {"__len", b_len},
+    {NULL, NULL},
+};
+
 void mwl_buffer_init(lua_State *L) {
-  luaL_newmetatable(L, MWL_BUFFER_MT);
-  lua_pushcfunction(L, b_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, b_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, b_len);
-  lua_setfield(L, -2, "__len");
-  lua_newtable(L);
-  luaL_register(L, NULL, methods);
-  lua_pushcclosure(L, b_index, 1);
-  lua_setfield(L, -2, "__index");
-  lua_pushliteral(L, "moonwarp.buffer");
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+  mwl_class(L, MWL_BUFFER_MT, "moonwarp.buffer", metamethods, methods, b_index);
 }

@@ -372,16 +372,12 @@ static const luaL_Reg methods[] = {
     {"cancel", f_cancel}, {"close", f_close}, {NULL, NULL},
 };
 
+static const luaL_Reg metamethods[] = {
+    {"__gc", f_gc},
+    {"__tostring", f_tostring},
+    {NULL, NULL},
+};
+
 void mwl_future_init(lua_State *L) {
-  luaL_newmetatable(L, MWL_FUTURE_MT);
-  lua_pushcfunction(L, f_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, f_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_newtable(L);
-  luaL_register(L, NULL, methods);
-  lua_setfield(L, -2, "__index");
-  lua_pushliteral(L, "moonwarp.future");
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+  mwl_class(L, MWL_FUTURE_MT, "moonwarp.future", metamethods, methods, NULL);
 }

@@ -7,6 +7,23 @@
 
 #include "binding.h"
 
+void mwl_class(lua_State *L, const char *mt, const char *name, const luaL_Reg *meta,
+               const luaL_Reg *methods, lua_CFunction index) {
+  luaL_newmetatable(L, mt);
+  luaL_register(L, NULL, meta);
+  if (methods) {
+    lua_newtable(L);
+    luaL_register(L, NULL, methods);
+    if (index) lua_pushcclosure(L, index, 1);
+  } else {
+    lua_pushcfunction(L, index);
+  }
+  lua_setfield(L, -2, "__index");
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+}
+
 /* Pushes the luv-style failure triple: nil, message, code ("ENODEV"). */
 int mwl_fail(lua_State *L, int err, const char *msg) {
   const char *name = mw_err_name(err);

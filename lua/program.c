@@ -522,30 +522,20 @@ static const luaL_Reg prog_methods[] = {
     {NULL, NULL},
 };
 
-void mwl_program_init(lua_State *L) {
-  luaL_newmetatable(L, MWL_PROGRAM_MT);
-  lua_pushcfunction(L, prog_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, prog_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_newtable(L);
-  luaL_register(L, NULL, prog_methods);
-  lua_pushcclosure(L, prog_index, 1);
-  lua_setfield(L, -2, "__index");
-  lua_pushliteral(L, "moonwarp.program");
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+static const luaL_Reg prog_meta[] = {
+    {"__gc", prog_gc},
+    {"__tostring", prog_tostring},
+    {NULL, NULL},
+};
 
-  luaL_newmetatable(L, MWL_TASK_MT);
-  lua_pushcfunction(L, task_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, task_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pushcfunction(L, task_index);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, task_call);
-  lua_setfield(L, -2, "__call");
-  lua_pushliteral(L, "moonwarp.task");
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+static const luaL_Reg task_meta[] = {
+    {"__gc", task_gc},
+    {"__tostring", task_tostring},
+    {"__call", task_call},
+    {NULL, NULL},
+};
+
+void mwl_program_init(lua_State *L) {
+  mwl_class(L, MWL_PROGRAM_MT, "moonwarp.program", prog_meta, prog_methods, prog_index);
+  mwl_class(L, MWL_TASK_MT, "moonwarp.task", task_meta, NULL, task_index);
 }

@@ -563,15 +563,7 @@ static const luaL_Reg metamethods[] = {
 };
 
 void mwl_runtime_init(lua_State *L) {
-  luaL_newmetatable(L, MWL_RUNTIME_MT);
-  luaL_register(L, NULL, metamethods);
-  lua_newtable(L);
-  luaL_register(L, NULL, methods);
-  lua_pushcclosure(L, l_index, 1);
-  lua_setfield(L, -2, "__index");
-  lua_pushliteral(L, "moonwarp.runtime");
-  lua_setfield(L, -2, "__metatable");
-  lua_pop(L, 1);
+  mwl_class(L, MWL_RUNTIME_MT, "moonwarp.runtime", metamethods, methods, l_index);
   lua_newtable(L); /* MWL_FD_RUNTIMES, weak keys: it keeps no runtime open */
   lua_createtable(L, 0, 1);
   lua_pushliteral(L, "k");

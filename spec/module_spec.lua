@@ -24,6 +24,22 @@ describe("require 'moonwarp'", function()
     local core = require "moonwarp.core"
     assert.equals(require("moonwarp").version, core.version)
   end)
+
+  it("gives each object type a name and hides its metatable behind it", function()
+    local mw = require "moonwarp"
+    local rt = assert(mw.runtime { backend = "sim" })
+    local prog = assert(rt:compile("task int one() { return 1; }", "meta.cu"))
+    local buf = rt:buffer("int32", 4)
+    local f = prog.one()
+    local objects = { runtime = rt, program = prog, task = prog.one, buffer = buf, future = f }
+    for name, obj in pairs(objects) do
+      assert.equals("moonwarp." .. name, getmetatable(obj), name)
+      assert.truthy(tostring(obj):find("^moonwarp%." .. name), tostring(obj))
+    end
+    assert.equals(1, f:await(30))
+    assert.equals(4, #buf)
+    rt:close()
+  end)
 end)
 
 describe("mw.runtime options", function()
