@@ -76,6 +76,23 @@ describe("the moonwarp REPL #sim", function()
     assert.truthy(out:find("true\n", 1, true), out)
   end)
 
+  it("shows a passing status line while a definition compiles, and how long a slow one took", function()
+    local shown, out, i = {}, {}, 0
+    -- a constant of its own, so the compile is not a cache hit
+    local lines = { ("def [[task int k() { return %d; }]]"):format(os.time() % 100000 + 7), ":quit" }
+    repl.session {
+      backend = "sim",
+      input = function() i = i + 1 return lines[i] end,
+      output = function(s) out[#out + 1] = s end,
+      status = function(s) shown[#shown + 1] = s or "(cleared)" end,
+    }
+    assert.same({ "compiling the definition...", "(cleared)" }, shown)
+    local text = table.concat(out)
+    assert.truthy(text:find("defined: int k()", 1, true), text)
+    local took = text:match("%(compiled in ([%d.]+) s%)")
+    if took then assert.is_true(tonumber(took) >= 1, text) end -- only a compile of 1 s or more says so
+  end)
+
   it("shows a compile error with the line in the definition", function()
     local out = session { "def [[task int bad(int x) {", "  return x +;", "}]]" }
     assert.truthy(out:find("repl:2", 1, true), out)

@@ -153,6 +153,8 @@ end
 --   backend        the runtime's backend (nil: MOONWARP_BACKEND, else auto)
 --   env            the globals the lines run in (default: a table that reads through to _G)
 --   interrupts     true when SIGINT is caught (core._interrupts): lines run in "eval" mode
+--   status(s)      shows s as a passing line while a compile runs, and clears it with nil
+--                  (a terminal's session writes it to stderr; default: nothing)
 -- Returns when input ends or on :quit.
 function M.session(opts)
   local input, output = opts.input, opts.output
@@ -169,7 +171,11 @@ function M.session(opts)
   env.def = function(source)
     local r = env.rt
     if r == nil then error("def: no runtime (rt is nil)", 2) end
+    if opts.status then opts.status("compiling the definition...") end
+    local t0 = mw.now()
     local ok, prog, perr = pcall(r.compile, r, source, "repl")
+    local took = mw.now() - t0
+    if opts.status then opts.status(nil) end
     if not ok then error(error_text(prog), 2) end
     if not prog then error(perr, 0) end
     programs[r] = programs[r] or {}
@@ -179,7 +185,9 @@ function M.session(opts)
       env[t.name] = t
       names[#names + 1] = t.signature
     end
-    return "defined: " .. table.concat(names, "; ")
+    -- a compile long enough to notice says how long it took (the cache makes the next one quick)
+    local slow = took >= 1 and (" (compiled in %.1f s)"):format(took) or ""
+    return "defined: " .. table.concat(names, "; ") .. slow
   end
 
   local commands = {}
@@ -414,12 +422,17 @@ function M.interactive(env)
     core._interrupts("idle")
   end
   input = input or plain_input(tty)
+  local status = tty and ffi.C.mwrepl_isatty(2) == 1 and function(s)
+    io.stderr:write(s and ("\r" .. s) or "\r\27[K")
+    io.stderr:flush()
+  end or nil
   local ok, err = pcall(M.session, {
     backend = os.getenv("MOONWARP_BACKEND"),
     input = input,
     output = output,
     env = env,
     interrupts = tty,
+    status = status,
   })
   pcall(finish)
   if tty then core._interrupts("off") end
