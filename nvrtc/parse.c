@@ -9,6 +9,12 @@
 #include "protocol_host.h"
 #include "util.h"
 
+/* Where the last line_at() stopped counting, so that the next one goes on from there. */
+typedef struct line_memo {
+  size_t pos;
+  int line;
+} line_memo;
+
 typedef struct scan {
   const char *s;
   size_t n;
@@ -16,13 +22,23 @@ typedef struct scan {
   char *err;
   size_t errlen;
   int first_line;
+  line_memo *memo;
 } scan;
 
+/* The line of byte pos. A parse asks for positions mostly in increasing order (each task, then
+ * each body), so the count goes on from the last answer and a whole parse reads the source
+ * about once; a position before it counts again from the top. */
 static int line_at(const scan *sc, size_t pos) {
-  int line = sc->first_line;
-  for (size_t i = 0; i < pos && i < sc->n; ++i)
-    if (sc->s[i] == '\n') ++line;
-  return line;
+  line_memo *m = sc->memo;
+  if (pos > sc->n) pos = sc->n;
+  if (pos < m->pos) {
+    m->pos = 0;
+    m->line = sc->first_line;
+  }
+  for (size_t i = m->pos; i < pos; ++i)
+    if (sc->s[i] == '\n') ++m->line;
+  m->pos = pos;
+  return m->line;
 }
 
 static int fail_at(scan *sc, size_t pos, const char *fmt, const char *arg) {
@@ -245,7 +261,7 @@ static int parse_params(scan *sc, mw__task *t, size_t lp, size_t rp) {
     t->nparams++;
     pm->type = mw__type_from_text(pm->type_txt, &pm->size);
     if (pm->type == MW_T__COUNT || pm->type == MW_T_VOID) {
-      char msg[300];
+      char msg[256]; /* as much as fail_at keeps */
       snprintf(msg, sizeof msg,
                "task %s: parameter '%s' has type '%s', which cannot be passed (use bool, an "
                "integer, float, double, a pointer or future)",
@@ -1098,11 +1114,54 @@ void mw__parsed_free(mw__parsed *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* The task names seen so far: an open-addressing table of task indices + 1, keyed by name, so
+ * that a program of many tasks checks for a name declared twice in time linear in its tasks. */
+typedef struct name_set {
+  int *slot;
+  size_t cap, n;
+} name_set;
+
+static size_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; ++s) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
+/* Adds tasks[i]: returns -1, or the index of an earlier task of the same name (not added), or
+ * -2 when out of memory. */
+static int name_set_add(name_set *ns, const mw__task *tasks, int i) {
+  if ((ns->n + 1) * 2 > ns->cap) { /* at most half full */
+    size_t cap = ns->cap ? ns->cap * 2 : 64;
+    int *slot = calloc(cap, sizeof *slot);
+    if (!slot) return -2;
+    for (size_t j = 0; j < ns->cap; ++j) {
+      if (!ns->slot[j]) continue;
+      size_t h = name_hash(tasks[ns->slot[j] - 1].name) & (cap - 1);
+      while (slot[h]) h = (h + 1) & (cap - 1);
+      slot[h] = ns->slot[j];
+    }
+    free(ns->slot);
+    ns->slot = slot;
+    ns->cap = cap;
+  }
+  size_t m = ns->cap - 1;
+  for (size_t h = name_hash(tasks[i].name) & m;; h = (h + 1) & m) {
+    if (!ns->slot[h]) {
+      ns->slot[h] = i + 1;
+      ns->n++;
+      return -1;
+    }
+    if (!strcmp(tasks[ns->slot[h] - 1].name, tasks[i].name)) return ns->slot[h] - 1;
+  }
+}
+
 int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,
               size_t errlen) {
   memset(out, 0, sizeof *out);
   if (first_line < 1) first_line = 1;
-  scan sc = {src, strlen(src), file ? file : "<string>", err, errlen, first_line};
+  name_set names = {0};
+  line_memo memo = {0, first_line};
+  scan sc = {src, strlen(src), file ? file : "<string>", err, errlen, first_line, &memo};
   out->first_line = first_line;
   out->file = mw__strdup(sc.file);
   out->src = mw__strdup(src);
@@ -1142,9 +1201,11 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
         size_t end = e;
         rc = parse_task(&sc, out->src, i, &out->tasks[out->ntasks], &end);
         out->ntasks++;
-        for (int k = 0; !rc && k < out->ntasks - 1; ++k)
-          if (!strcmp(out->tasks[k].name, out->tasks[out->ntasks - 1].name))
-            rc = fail_at(&sc, i, "task '%s' is declared twice", out->tasks[k].name);
+        if (!rc) {
+          int k = name_set_add(&names, out->tasks, out->ntasks - 1);
+          if (k == -2) rc = MW_ENOMEM;
+          else if (k >= 0) rc = fail_at(&sc, i, "task '%s' is declared twice", out->tasks[k].name);
+        }
         i = end;
         continue;
       }
@@ -1157,7 +1218,9 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
     rc = fail_at(&sc, 0, "no task declared (write 'task <type> <name>(<parameters>) { ... }')%s", "");
   if (!rc) { /* the rules, on the source as it is compiled ('local' declarations blanked) */
     scan bodies = sc;
+    line_memo bmemo = {0, first_line}; /* another text: counted apart */
     bodies.s = out->src;
+    bodies.memo = &bmemo;
     int *suspends = calloc((size_t)out->ntasks, sizeof *suspends);
     if (!suspends) rc = MW_ENOMEM;
     for (int k = 0; k < out->ntasks && !rc; ++k)
@@ -1167,6 +1230,7 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
     free(suspends);
     if (!rc) rc = check_helpers(&bodies, out);
   }
+  free(names.slot);
   if (rc) mw__parsed_free(out);
   return rc;
 }
