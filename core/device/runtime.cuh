@@ -1867,14 +1867,8 @@ __device__ inline int mw_val_cmp(const mw_val &a, const mw_val &b) {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/* + - * /: a floating side (float or double) makes a double, else 64-bit integers */
-#define MW_VAL_ARITH(op)                                                                        \
-  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
-    if (a.is_float() || b.is_float()) return mw_fval(a.as_double() op b.as_double());           \
-    if (a.is_u64() || b.is_u64())                                                               \
-      return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);                     \
-    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
-  }                                                                                             \
+/* op of a value and an integer of any type, on either side: the integer made a value first */
+#define MW_VAL_MIXED_INT(op)                                                                    \
   template <class T>                                                                            \
   __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
       const mw_val &a, T b) {                                                                   \
@@ -1886,7 +1880,16 @@ __device__ inline int mw_val_cmp(const mw_val &a, const mw_val &b) {
     return mw_val_from(a) op b;                                                                 \
   }                                                                                             \
   __device__ inline mw_val operator op(const mw_val &a, int b) { return a op mw_val_from(b); }  \
-  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }  \
+  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }
+/* + - * /: a floating side (float or double) makes a double, else 64-bit integers */
+#define MW_VAL_ARITH(op)                                                                        \
+  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
+    if (a.is_float() || b.is_float()) return mw_fval(a.as_double() op b.as_double());           \
+    if (a.is_u64() || b.is_u64())                                                               \
+      return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);                     \
+    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
+  }                                                                                             \
+  MW_VAL_MIXED_INT(op)                                                                          \
   __device__ inline double operator op(const mw_val &a, double b) { return a.as_double() op b; } \
   __device__ inline double operator op(double a, const mw_val &b) { return a op b.as_double(); } \
   __device__ inline double operator op(const mw_val &a, float b) {                              \
@@ -1906,18 +1909,7 @@ MW_VAL_ARITH(/)
     if (usign) return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);            \
     return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
   }                                                                                             \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
-      const mw_val &a, T b) {                                                                   \
-    return a op mw_val_from(b);                                                                 \
-  }                                                                                             \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
-      T a, const mw_val &b) {                                                                   \
-    return mw_val_from(a) op b;                                                                 \
-  }                                                                                             \
-  __device__ inline mw_val operator op(const mw_val &a, int b) { return a op mw_val_from(b); }  \
-  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }
+  MW_VAL_MIXED_INT(op)
 MW_VAL_INT(%, a.is_u64() || b.is_u64())
 MW_VAL_INT(&, a.is_u64() || b.is_u64())
 MW_VAL_INT(|, a.is_u64() || b.is_u64())
@@ -1925,6 +1917,7 @@ MW_VAL_INT(^, a.is_u64() || b.is_u64())
 MW_VAL_INT(<<, a.is_u64())
 MW_VAL_INT(>>, a.is_u64())
 #undef MW_VAL_INT
+#undef MW_VAL_MIXED_INT
 #define MW_VAL_CMP(op)                                                                          \
   __device__ inline bool operator op(const mw_val &a, const mw_val &b) {                        \
     return mw_val_cmp(a, b) op 0;                                                               \
