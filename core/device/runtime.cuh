@@ -235,6 +235,15 @@ __device__ void mw_compose(char *dst, const char *prefix, const char *msg) {
   mw_strcpy(dst, msg, MW_MSG_BYTES, n);
 }
 
+/* The running level's outcome as a run starts: done, no failure, no result yet. */
+__device__ __forceinline__ void mw_run_fresh(mw_ctx *c) {
+  c->status = MW_RUN_DONE;
+  c->fail_code = 0;
+  c->fail_msg = 0;
+  c->fail_fut = 0;
+  c->value = 0;
+}
+
 /* ---- counters (protocol.h, per-worker rows): lane 0 ---------------------------------------- */
 enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) {
@@ -1530,11 +1539,7 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   c->kind = a & 255u;
   c->off = off;
   c->resume = 0;
-  c->status = MW_RUN_DONE;
-  c->fail_code = 0;
-  c->fail_msg = 0;
-  c->fail_fut = 0;
-  c->value = 0;
+  mw_run_fresh(c);
   c->cancelled = (a >> 8) & 1u;
   if (!c->cancelled) { /* cancelled before it started: it never runs */
     MW_PROBE(MW_PR_RUN);
@@ -1556,11 +1561,7 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   c->kind = kind;
   c->off = poff;
   c->resume = resume;
-  c->status = MW_RUN_DONE;
-  c->fail_code = 0;
-  c->fail_msg = 0;
-  c->fail_fut = 0;
-  c->value = 0;
+  mw_run_fresh(c);
   c->cancelled = mw_bcast(cx);
 }
 
@@ -2366,11 +2367,7 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
     c->resume = mw_bcast(resume);
     c->kind = a & 255u;
     c->off = a >> 12;
-    c->status = MW_RUN_DONE;
-    c->fail_code = 0;
-    c->fail_msg = 0;
-    c->fail_fut = 0;
-    c->value = 0;
+    mw_run_fresh(c);
     c->cancelled = (a >> 8) & 1u;
     if (!(c->resume == 0 && c->cancelled)) { /* cancelled before it started: it never runs */
       if (c->trace_ev) mw_trace_begin(c, c->kind, L->fut, c->resume);
