@@ -38,10 +38,10 @@ static void check_define(const char *name, size_t n, const char *value, char *wh
     snprintf(why, cap, "option 'defines': '%.*s' is not an identifier", (int)(n > 60 ? 60 : n), name);
     return;
   }
-  if (!strncmp(name, "MW_", 3) || !strncmp(name, "mw_", 3) || !strncmp(name, "_mw", 3)) {
+  if (name[0] == '_' || !strncmp(name, "MW_", 3) || !strncmp(name, "mw_", 3)) {
     snprintf(why, cap,
-             "option 'defines': '%.*s' is reserved for moonwarp's generated code (names starting "
-             "with MW_, mw_ or _mw)", (int)n, name);
+             "option 'defines': '%.*s' is reserved for moonwarp and the compilers (names starting "
+             "with _, MW_ or mw_)", (int)n, name);
     return;
   }
   for (int i = 0; task_words[i]; ++i)

@@ -165,7 +165,7 @@ typedef struct mw_compile_desc {
    * own text (helper code, its #includes, local declarations, task bodies), not in task
    * signatures (moonwarp reads those itself) and not in the runtime's code or another program's.
    * NAME is an identifier, not a word of the task language (task, local, future, spawn, await,
-   * value, lane, index, ...) nor one starting with MW_, mw_ or _mw, and not a macro already
+   * value, lane, index, ...) nor one starting with _, MW_ or mw_, and not a macro already
    * defined where the program starts (by the runtime's headers or a program loaded before: the
    * compile fails saying so); VALUE is one line that does not end with a backslash. */
   const char *const *defines;
