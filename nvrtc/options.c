@@ -54,8 +54,15 @@ static void check_define(const char *name, size_t n, const char *value, char *wh
     return;
   }
   size_t vn = strlen(value);
-  if (vn && value[vn - 1] == '\\')
+  if (vn && value[vn - 1] == '\\') {
     snprintf(why, cap, "option 'defines': the value of '%.*s' ends with a backslash", (int)n, name);
+    return;
+  }
+  /* a comment left open would run on into the code after the define */
+  const char *open = strstr(value, "/*");
+  if (open && !strstr(open + 2, "*/"))
+    snprintf(why, cap, "option 'defines': the value of '%.*s' opens a comment it does not close",
+             (int)n, name);
 }
 
 void mw__free_strings(char **v, int n) {

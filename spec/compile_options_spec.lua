@@ -108,6 +108,33 @@ task long outer(int x) {
         assert.equals(9 + 16 + 62, p.outer(2):await(30))
       end)
 
+    it("reach #if lines in task bodies, around spawns and awaits", function()
+      local src = [[
+task int leaf(int x) { return x; }
+task int pick(int x) {
+  local future f, g;
+  local int r;
+#if TWICE
+  f = spawn(leaf, 2 * x);
+#else
+  f = spawn(leaf, x);
+#endif
+  await(f);
+  r = (int)value(f);
+#ifdef EXTRA
+  g = spawn(leaf, 100);
+  await(g);
+  r += (int)value(g);
+#endif
+  return r;
+}
+]]
+      local with = compile(rt, src, "body_if_with.lua", { defines = { TWICE = 1, EXTRA = true } })
+      local without = compile(rt, src, "body_if_without.lua", { defines = { TWICE = 0 } })
+      assert.equals(114, with.pick(7):await(30))
+      assert.equals(7, without.pick(7):await(30))
+    end)
+
     it("that break the task code give the compiler's message at the user's line", function()
       local prog, err, code = rt:compile("task int broken(int x) {\n  return x + N;\n}\n",
         "broken_define.lua", { defines = { N = "oops(" } })
@@ -258,6 +285,7 @@ describe("bad compile options #sim", function()
     { { defines = { N = "1\n#define X 2" } }, "option 'defines': the value of 'N' must be one line" },
     { { defines = { N = "1 \\" } }, "option 'defines': the value of 'N' ends with a backslash" },
     { { defines = { N = "a\0b" } }, "option 'defines': the value of 'N' contains a NUL byte" },
+    { { defines = { N = "1 /* one" } }, "option 'defines': the value of 'N' opens a comment it does not close" },
     { { defines = { MW_SIM = 1 } }, "option 'defines': 'MW_SIM' is reserved for moonwarp and the compilers (names starting with _, MW_ or mw_)" },
     { { defines = { mw_ctx = 1 } }, "option 'defines': 'mw_ctx' is reserved" },
     { { defines = { _c = 1 } }, "option 'defines': '_c' is reserved" },

@@ -162,12 +162,14 @@ typedef struct mw_compile_desc {
   int first_line;       /* line of filename where the source starts; 0 = 1 */
   /* Preprocessor macros of this program only: ndefines strings "NAME" (defined as 1) or
    * "NAME=VALUE" (VALUE verbatim, "" for an empty macro). They are defined around the program's
-   * own text (helper code, its #includes, local declarations, task bodies), not in task
-   * signatures (moonwarp reads those itself) and not in the runtime's code or another program's.
+   * own text (helper code, its #includes, local declarations, task bodies), not in the runtime's
+   * code or another program's; task signatures are read by moonwarp before the preprocessor
+   * runs, so a type in a signature cannot be a macro.
    * NAME is an identifier, not a word of the task language (task, local, future, spawn, await,
    * value, lane, index, ...) nor one starting with _, MW_ or mw_, and not a macro already
    * defined where the program starts (by the runtime's headers or a program loaded before: the
-   * compile fails saying so); VALUE is one line that does not end with a backslash. */
+   * compile fails saying so); VALUE is one line that does not end with a backslash nor leave a
+   * comment open. */
   const char *const *defines;
   int ndefines;
   /* Directories searched for #include "..." and <...> (in this order, before the system's),
