@@ -110,9 +110,9 @@ static int read_include_dirs(lua_State *L, int idx, int tbl, int anchor, int fir
       luaL_argerror(L, idx, lua_pushfstring(L, "option 'include_dirs': entry %d must be a string, "
                                                "got %s", i, mwl_typename(L, -1)));
     const char *dir = lua_tolstring(L, -1, &len);
-    if (strlen(dir) != len)
-      luaL_argerror(L, idx, lua_pushfstring(L, "option 'include_dirs': entry %d contains a NUL "
-                                               "byte", i));
+    if (strlen(dir) != len || len == 0)
+      luaL_argerror(L, idx, lua_pushfstring(L, "option 'include_dirs': entry %d %s", i,
+                                            len ? "contains a NUL byte" : "is empty"));
     lua_rawseti(L, anchor, first + i - 1);
   }
   return n;
@@ -231,10 +231,7 @@ int mwl_compile_cubin(lua_State *L) {
   char *log = NULL;
   int rc = mw_compile_cubin_desc(src, &d, &cubin, &size, &log);
   if (rc) {
-    if (rc == MW_EINVAL && !strncmp(mw_last_error(), "option '", 8)) {
-      free(log);
-      mwl_option_error(L, 2, rc, mw_last_error());
-    }
+    if (log == NULL) mwl_option_error(L, 2, rc, mw_last_error()); /* refused before compiling */
     lua_pushnil(L);
     lua_pushstring(L, log ? log : mw_last_error());
     lua_pushstring(L, mw_err_name(rc));

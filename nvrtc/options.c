@@ -17,9 +17,9 @@
 /* Words the task language gives a meaning (program.h, README): a macro of that name would
  * change what moonwarp's parser has read. */
 static const char *const task_words[] = {
-    "task",  "local",     "future",   "spawn",    "spawn_bulk", "await",     "await_all",
-    "try_await", "value", "failed",   "cancelled", "fail_code", "fail_message", "cancel",
-    "release", "fail",    "lane",     "index",    NULL};
+    "task",   "local",     "future",    "spawn",     "spawn_bulk",   "await",  "await_all",
+    "try_await", "value",  "failed",    "cancelled", "fail_message", "fail_code", "cancel",
+    "release", "fail",     "lane",      "index",     NULL};
 
 static int is_ident(const char *s, size_t n) {
   if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;

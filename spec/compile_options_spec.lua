@@ -294,6 +294,7 @@ describe("bad compile options #sim", function()
     { { defines = { lane = 1 } }, "option 'defines': 'lane' is a word of the task language" },
     { { include_dirs = "inc" }, "option 'include_dirs' must be a list of directory names, got string" },
     { { include_dirs = { "spec", 3 } }, "option 'include_dirs': entry 2 must be a string, got number" },
+    { { include_dirs = { "spec", "" } }, "option 'include_dirs': entry 2 is empty" },
     { { include_dirs = { dir = "spec" } }, "option 'include_dirs' must be a list of directory names (found the key dir)" },
     { { include_dirs = { "spec/no/such/dir" } }, "option 'include_dirs': no directory 'spec/no/such/dir' (No such file or directory)" },
     { { include_dirs = { "spec/support.lua" } }, "option 'include_dirs': 'spec/support.lua' is not a directory" },
