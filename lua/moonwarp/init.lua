@@ -31,10 +31,10 @@
 -- Buffer elements, addresses and counters travel as Lua numbers.
 --
 -- Objects:
---   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname] [, options]),
---            rt:compile_file(path [, options]), rt:buffer(type, n), rt:stats(), rt:close(),
---            rt:fd() (readable while completions are pending, for event loops), rt:poll()
---            (processes them; drains the fd)
+--   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname] [, options]) (or
+--            rt:compile(src, options)), rt:compile_file(path [, options]), rt:buffer(type, n),
+--            rt:stats(), rt:close(), rt:fd() (readable while completions are pending, for
+--            event loops), rt:poll() (processes them; drains the fd)
 --   options  of a compile: { defines = { NAME = number | string | boolean } (this program's
 --            macros: true is 1, false leaves NAME undefined), include_dirs = { dir, ... },
 --            debug = true (NVRTC -G, sim -g -O0) }; include_dirs and debug apply to the
