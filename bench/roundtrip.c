@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   mw_program *prog;
-  mw_compile_desc cd = {"roundtrip.c", NULL, 1};
+  mw_compile_desc cd = {.filename = "roundtrip.c", .first_line = 1};
   if ((rc = mw_program_compile(rt, "task int nop() { return 1; }\n", &cd, &prog))) {
     fprintf(stderr, "compile: %s\n%s\n", mw_err_name(rc), mw_runtime_last_error(rt));
     mw_runtime_close(rt, 0);

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   mw_program *prog;
-  mw_compile_desc cd = {"hello_host.c", NULL, 9};
+  mw_compile_desc cd = {.filename = "hello_host.c", .first_line = 9};
   if ((rc = mw_program_compile(rt, source, &cd, &prog))) {
     fprintf(stderr, "compile: %s\n%s\n", mw_err_name(rc), mw_runtime_last_error(rt));
     mw_runtime_close(rt, 0);

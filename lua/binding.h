@@ -93,6 +93,14 @@ void mwl_class(lua_State *L, const char *mt, const char *name, const luaL_Reg *m
 double mwl_now(void);                /* monotonic seconds */
 int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
 int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */
+/* compiler.c: the compile options of the table at idx (defines, include_dirs, debug) into d;
+ * the keys in also (NULL-terminated, may be NULL) are the caller's; any other key raises, as
+ * does a value of the wrong shape, naming the option (argument idx). Pushes one value, which
+ * holds the strings and arrays d points to: keep it on the stack until the compile is done. */
+void mwl_compile_options(lua_State *L, int idx, mw_compile_desc *d, const char *const *also);
+/* Raises a compile's MW_EINVAL that concerns an option ("option '...": moonwarp.h) as a bad
+ * argument idx; returns otherwise. */
+void mwl_option_error(lua_State *L, int idx, int rc, const char *msg);
 int mwl_fail_rt(lua_State *L, mwl_runtime *r, int err);
 const char *mwl_to_integer(lua_Number v, int bits, int is_signed, mw_value *out);
 /* 64-bit integers as LuaJIT cdata (module.c): whether idx holds a cdata; its bits when it is an

@@ -296,7 +296,9 @@ static int locate_in_caller(lua_State *L, const char *src, size_t len, char *fil
   return line;
 }
 
-static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, const char *name) {
+/* Compiles src; optidx is where the options table is (0: none). */
+static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, const char *name,
+                   int optidx) {
   mw_compile_desc desc;
   mw_program *p = NULL;
   int rc;
@@ -309,11 +311,13 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
     r->progs_cap = cap;
   }
   memset(&desc, 0, sizeof desc);
+  if (optidx) mwl_compile_options(L, optidx, &desc, NULL); /* holds its strings on the stack */
   desc.filename = chunk_filename(name);
   char here[1024];
   if (name == NULL && (desc.first_line = locate_in_caller(L, src, len, here, sizeof here)) > 0)
     desc.filename = here;
   rc = mw_program_compile(r->rt, src, &desc, &p);
+  if (rc < 0 && optidx) mwl_option_error(L, optidx, rc, mw_runtime_last_error(r->rt));
   if (rc < 0) return mwl_fail_rt(L, r, rc);
   r->progs[r->nprogs++] = p;
   lua_getfenv(L, 1);
@@ -321,19 +325,30 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
   return 1;
 }
 
-/* rt:compile(source [, chunkname]) */
+/* rt:compile(source [, chunkname] [, options]) */
 static int l_compile(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   size_t len;
   const char *src = luaL_checklstring(L, 2, &len);
-  const char *name = luaL_optstring(L, 3, NULL);
-  return compile(L, r, src, len, name);
+  int optidx = 0;
+  const char *name = NULL;
+  if (lua_type(L, 3) == LUA_TTABLE && lua_gettop(L) == 3) { /* rt:compile(source, options) */
+    optidx = 3;
+  } else {
+    name = luaL_optstring(L, 3, NULL);
+    if (!lua_isnoneornil(L, 4)) optidx = 4;
+  }
+  return compile(L, r, src, len, name, optidx);
 }
 
-/* rt:compile_file(path): the file's text, compiled with the path as its chunkname. */
+/* rt:compile_file(path [, options]): the file's text, compiled with the path as its chunkname. */
 static int l_compile_file(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   const char *path = luaL_checkstring(L, 2);
+  int optidx = lua_isnoneornil(L, 3) ? 0 : 3;
+  if (optidx && lua_type(L, 3) != LUA_TTABLE) /* before the file is read */
+    return luaL_argerror(L, 3, lua_pushfstring(L, "options must be a table, got %s",
+                                               mwl_typename(L, 3)));
   luaL_Buffer b;
   size_t n;
   FILE *f = fopen(path, "rb");
@@ -354,7 +369,7 @@ static int l_compile_file(lua_State *L) {
   {
     size_t len;
     const char *src = lua_tolstring(L, -1, &len);
-    return compile(L, r, src, len, path);
+    return compile(L, r, src, len, path, optidx);
   }
 }
 

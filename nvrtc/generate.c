@@ -53,8 +53,41 @@ static void put_line(mw__sb *b, int line, const char *file) {
   mw__sb_puts(b, "\n");
 }
 
-/* helper code: the source with task declarations blanked (newlines kept), #includes hoisted */
-static void put_helpers(mw__sb *b, const mw__parsed *p, int includes) {
+/* Brace depth of helper code after [s, e), from depth; *state carries a block comment (1) or a
+ * string or character literal (its quote) from one line to the next. Preprocessor lines
+ * (the first non-blank a '#') do not count. */
+static int brace_depth(const char *s, const char *e, int depth, int *state) {
+  const char *q = s;
+  while (q < e && (*q == ' ' || *q == '\t')) ++q;
+  if (!*state && q < e && *q == '#') return depth;
+  for (; s < e; ++s) {
+    if (*state == 1) {
+      if (s[0] == '*' && s + 1 < e && s[1] == '/') *state = 0, ++s;
+    } else if (*state) {
+      if (*s == '\\') ++s;
+      else if (*s == *state) *state = 0;
+    } else if (s[0] == '/' && s + 1 < e && s[1] == '/') {
+      break;
+    } else if (s[0] == '/' && s + 1 < e && s[1] == '*') {
+      *state = 1, ++s;
+    } else if (*s == '"' || *s == '\'') {
+      *state = *s;
+    } else if (*s == '{') {
+      ++depth;
+    } else if (*s == '}' && depth > 0) {
+      --depth;
+    }
+  }
+  if (*state == '"' || *state == '\'') *state = 0; /* a literal ends with its line */
+  return depth;
+}
+
+/* Helper code: the source with task declarations blanked (newlines kept). Pass 0 puts it
+ * inside the program's namespace, where an #include at the top level (outside any braces)
+ * closes the namespace around it, so the header is read at file scope in its place (under the
+ * #if it is in, after the macros defined before it); pass 1 puts, before the namespace, the
+ * #includes inside braces (an extern "C" block), which cannot be read where they are. */
+static void put_helpers(mw__sb *b, const mw__parsed *p, int prog, int pass) {
   size_t n = strlen(p->src);
   char *h = mw__strndup(p->src, n);
   if (!h) {
@@ -64,20 +97,60 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int includes) {
   for (int i = 0; i < p->ntasks; ++i)
     for (size_t k = p->tasks[i].decl_start; k <= p->tasks[i].decl_end && k < n; ++k)
       if (h[k] != '\n') h[k] = ' ';
-  /* split by lines: #include lines go before the namespace, the rest inside */
   put_line(b, p->first_line, p->file);
   char *line = h;
+  int depth = 0, state = 0, ln = p->first_line;
   while (line && *line) {
     char *nl = strchr(line, '\n');
     size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
     const char *q = line;
     while (*q == ' ' || *q == '\t') ++q;
-    int is_inc = !strncmp(q, "#include", 8);
-    if (is_inc == includes) mw__sb_put(b, line, len);
-    else mw__sb_puts(b, nl ? "\n" : "");
+    int is_inc = !state && *q == '#';
+    if (is_inc) {
+      ++q;
+      while (*q == ' ' || *q == '\t') ++q;
+      is_inc = !strncmp(q, "include", 7);
+    }
+    if (pass == 1) {
+      if (is_inc && depth > 0) mw__sb_put(b, line, len);
+      else mw__sb_puts(b, nl ? "\n" : "");
+    } else if (is_inc && depth == 0) {
+      mw__sb_printf(b, "} /* namespace mw_p%d */\n", prog);
+      put_line(b, ln, p->file);
+      mw__sb_put(b, line, len);
+      mw__sb_printf(b, "%snamespace mw_p%d {", nl ? "" : "\n", prog);
+      put_line(b, ln + 1, p->file);
+    } else if (is_inc) {
+      mw__sb_puts(b, nl ? "\n" : ""); /* hoisted by pass 1 */
+    } else {
+      mw__sb_put(b, line, len);
+    }
+    depth = brace_depth(line, line + len, depth, &state);
+    ++ln;
     line = nl ? nl + 1 : NULL;
   }
   free(h);
+}
+
+/* The program's defines (mw_compile_desc): each refused where a macro of its name exists
+ * already (the runtime's headers, a program loaded before), then defined; the lines point at
+ * the program's first line. */
+static void put_defines(mw__sb *b, const mw__parsed *p) {
+  for (int i = 0; i < p->ndefines; ++i) {
+    mw__sb_printf(b, "\n#ifdef %s", p->def_names[i]);
+    put_line(b, p->first_line, p->file);
+    mw__sb_printf(b,
+                  "#error option 'defines': '%s' is a macro already where this program starts "
+                  "(of the runtime's headers or a program loaded before)\n#endif",
+                  p->def_names[i]);
+    put_line(b, p->first_line, p->file);
+    mw__sb_printf(b, "#define %s %s\n", p->def_names[i], p->def_values[i]);
+  }
+}
+
+/* Ends the program's defines: later code (the runtime's, other programs') never sees them. */
+static void put_undefs(mw__sb *b, const mw__parsed *p) {
+  for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
 static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
@@ -102,25 +175,26 @@ static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
     put_line(b, t->locals[k].line, p->file);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
-  mw__sb_puts(b, "  __device__ _mw_ret_t body(mw_ctx *_c);\n};\n");
+  mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c);\n};\n");
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",
                 t->name, t->name);
-  /* typed spawn functions: the argument struct in zeroed words, then the runtime */
+  /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
+   * their own are reserved ones: the program's defines are in force here) */
   for (int bulk = 0; bulk < 2; ++bulk) {
-    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *c, int line%s",
-                  bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long n" : "");
-    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s p%d", t->params[k].type_txt, k);
-    mw__sb_printf(b, ") {\n  mw_u64 w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
+    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, int _mw_line%s",
+                  bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long _mw_n" : "");
+    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
+    mw__sb_printf(b, ") {\n  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
     for (int k = 0; k < t->nparams; ++k) {
       if (t->params[k].type == MW_T_FUTURE)
-        mw__sb_printf(b, "  w[%u] = p%d.h;\n", t->params[k].offset / 8, k);
+        mw__sb_printf(b, "  _mw_w[%u] = _mw_handle(_mw_p%d);\n", t->params[k].offset / 8, k);
       else
-        mw__sb_printf(b, "  ((mw_args_%s *)w)->%s = p%d;\n", t->name, t->params[k].name, k);
+        mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
     }
-    mw__sb_printf(b, "  return mw_spawn_raw(c, %uu, w, %s, %s, line);\n}\n", t->kind,
-                  bulk ? "(mw_u32)n" : "0u", bulk ? "true" : "false");
+    mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, %uu, _mw_w, %s, %s, _mw_line);\n}\n", t->kind,
+                  bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
   }
 }
 
@@ -163,19 +237,19 @@ static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
 /* The case of one kind in a dispatch switch. */
 static void put_dispatch_case(mw__sb *b, int prog, const mw__task *t) {
   if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->body(c); break;\n", t->kind, prog, t->name);
+    mw__sb_printf(b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->_mw_body(c); break;\n", t->kind, prog, t->name);
   else
     mw__sb_printf(b,
-                  "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->body(c); "
+                  "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->_mw_body(c); "
                   "mw_store_result(c, r); break; }\n",
                   t->kind, prog, t->name);
 }
 
 static void put_task_body(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   mw__sb_printf(b,
-                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::body(mw_ctx *_c) {\n"
+                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  switch (_c->resume) {\n  case 0:;",
+                "  (void)lane;\n  (void)index;\n  switch (_mw_resume(_c)) {\n  case 0:;",
                 t->name, t->name);
   put_line(b, t->body_line, p->file);
   /* pad to the brace's column so that column numbers match too */
@@ -211,15 +285,22 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
   mw__sb_puts(&b, mw__src_protocol_h);
   mw__sb_puts(&b, "\n");
   mw__sb_puts(&b, mw__src_runtime_cuh);
+  /* what the generated code of a program reads through functions, not members: a program's
+   * defines may be any name that is not reserved (_...), e.g. h or resume */
+  mw__sb_puts(&b, "\n__device__ __forceinline__ mw_u32 _mw_resume(const mw_ctx *_mw_c) "
+                  "{ return _mw_c->resume; }\n"
+                  "__device__ __forceinline__ mw_u64 _mw_handle(future _mw_f) { return _mw_f.h; }\n");
   for (int i = 0; i < nprogs; ++i) {
     const mw__parsed *p = progs[i];
-    put_helpers(&b, p, 1);
+    put_defines(&b, p);
+    put_helpers(&b, p, i, 1);
     mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_p%d {\n", i);
-    put_helpers(&b, p, 0);
+    put_helpers(&b, p, i, 0);
     mw__sb_puts(&b, "\n#line 1 \"<moonwarp>\"\n");
     for (int k = 0; k < p->ntasks; ++k) put_task_decls(&b, p, &p->tasks[k]);
     for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, p, &p->tasks[k]);
     mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_p%d */\n", i);
+    put_undefs(&b, p);
   }
   /* the kind table, names and dispatch */
   int nk = 0;
@@ -442,8 +523,8 @@ char *mw__user_log(const char *log, const char *gen_path) {
       continue;
     }
     const char *mf = find(s, e, "In member function ");
-    const char *body = mf ? find(mf, e, "::body(mw_ctx*)") : NULL;
-    if (body) { /* In member function ‘... mw_frame_f::body(mw_ctx*)’: */
+    const char *body = mf ? find(mf, e, "::_mw_body(mw_ctx*)") : NULL;
+    if (body) { /* In member function ‘... mw_frame_f::_mw_body(mw_ctx*)’: */
       const char *name = body;
       while (name > mf && id_char(name[-1])) --name;
       if (starts(name, "mw_frame_")) {

@@ -313,7 +313,7 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
   size_t n = 0;
   nvrtc_program prog = NULL;
   nvrtc_result r;
-  int rc, target = 0, cubin = 0, i;
+  int rc, target = 0, cubin = 0, i, debug = 0, nall = 0;
 
   if (image) *image = NULL;
   if (size) *size = 0;
@@ -334,10 +334,12 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
     rc = MW_ENOMEM;
     goto done;
   }
-  all[0] = arch_opt;
-  all[1] = "-lineinfo";
-  all[2] = "--std=c++17";
-  for (i = 0; i < nopts; i++) all[FIXED_OPTS + i] = opts[i];
+  /* full debug information (-G) has the lines already: ptxas would warn of both */
+  for (i = 0; i < nopts; i++) debug |= !strcmp(opts[i], "-G") || !strcmp(opts[i], "--device-debug");
+  all[nall++] = arch_opt;
+  if (!debug) all[nall++] = "-lineinfo";
+  all[nall++] = "--std=c++17";
+  for (i = 0; i < nopts; i++) all[nall++] = opts[i];
 
   r = nv.CreateProgram(&prog, src, name ? name : "<string>", 0, NULL, NULL);
   if (r != NVRTC_OK) {
@@ -347,11 +349,11 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
     goto done;
   }
 
-  r = nv.CompileProgram(prog, FIXED_OPTS + nopts, all);
+  r = nv.CompileProgram(prog, nall, all);
   text = program_log(prog);
   if (r != NVRTC_OK) {
     rc = code_of(r);
-    text = compile_failure(r, all, FIXED_OPTS + nopts, text);
+    text = compile_failure(r, all, nall, text);
     goto done;
   }
   if ((rc = fetch_image(prog, cubin, &out, &n, &text)) != 0) goto done;

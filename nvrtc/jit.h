@@ -21,8 +21,8 @@ int mw__nvrtc_version(int *major, int *minor);
  * supports nothing at or below sm, MW_EINVAL for sm <= 0. */
 int mw__nvrtc_target(int sm, int *target, int *is_cubin);
 
-/* Compiles src (named name in messages; NULL means "<string>") for sm, with -lineinfo and
- * --std=c++17 followed by the caller's nopts options. On success returns 0, *image holds the
+/* Compiles src (named name in messages; NULL means "<string>") for sm, with -lineinfo (left out
+ * when the caller's options ask for -G) and --std=c++17 followed by the caller's nopts options. On success returns 0, *image holds the
  * cubin or the NUL-terminated PTX (*size counts the NUL), *is_cubin says which, and *log holds
  * the compiler's warnings or NULL. On failure *image is NULL and *log holds the detailed
  * message: for MW_ECOMPILE the full NVRTC log, whose lines name the file and line of #line

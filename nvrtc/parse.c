@@ -1111,6 +1111,12 @@ void mw__parsed_free(mw__parsed *p) {
   free(p->tasks);
   free(p->file);
   free(p->src);
+  for (int i = 0; i < p->ndefines; ++i) {
+    free(p->def_names[i]);
+    free(p->def_values[i]);
+  }
+  free(p->def_names);
+  free(p->def_values);
   memset(p, 0, sizeof *p);
 }
 

@@ -46,6 +46,9 @@ typedef struct mw__parsed {
   int first_line; /* line number of the source's first line in file */
   int ntasks;
   mw__task *tasks;
+  int ndefines;     /* the program's defines (mw_compile_desc), set after parsing */
+  char **def_names;
+  char **def_values;
 } mw__parsed;
 
 /* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a
@@ -72,5 +75,30 @@ char *mw__user_log(const char *log, const char *gen_path);
 unsigned mw__lane_stack_bytes(unsigned frame_bytes);
 
 mw_type mw__type_from_text(const char *type_txt, uint32_t *size);
+
+/* ---- compile options (options.c) ---- */
+
+/* What applies to a compile as a whole: the union of its programs' options. */
+typedef struct mw__build_opts {
+  const char *const *include_dirs; /* absolute, searched in this order */
+  int ninclude_dirs;
+  int debug;                       /* 1: debug information, no optimisation */
+  char deps[65]; /* digest of the headers the source reaches in include_dirs ("" when none) */
+} mw__build_opts;
+
+/* Checks desc's defines and include_dirs (desc may be NULL) and takes them over: the defines
+ * into p (names and values; "NAME" gets the value "1"), the directories, made absolute, into
+ * *dirs (malloc'd, *ndirs of them; free with mw__free_strings). MW_EINVAL with "option
+ * 'defines': ..." in err for bad input, MW_ENOMEM. Nothing is kept on failure. */
+int mw__take_compile_options(const mw_compile_desc *desc, mw__parsed *p, char ***dirs,
+                             int *ndirs, char *err, size_t errlen);
+void mw__free_strings(char **v, int n);
+
+/* The digest (BLAKE2b, hex) of every header that the #include lines of src reach through
+ * dirs, followed into the headers themselves: their paths and contents, so that an edited
+ * header makes a new cache key. A header named by a macro is not followed; headers not found
+ * in dirs (the system's) are left out. out is "" when nothing was found. 0, MW_EIO (libsodium),
+ * MW_ENOMEM. */
+int mw__include_digest(const char *src, const char *const *dirs, int ndirs, char out[65]);
 
 #endif

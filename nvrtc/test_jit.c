@@ -178,6 +178,31 @@ static void test_caller_options_are_passed(void) {
   free(log);
 }
 
+/* memmem for a string in a binary image */
+static int image_has(const void *image, size_t size, const char *s) {
+  return memmem(image, size, s, strlen(s)) != NULL;
+}
+
+static void test_debug_replaces_lineinfo(void) {
+  const char *opts[] = {"-G"};
+  void *image;
+  size_t size;
+  int is_cubin;
+  char *log = NULL;
+  CHECK_INT(mw__nvrtc_compile(kernel_src, "fill.cu", 90, NULL, 0, &image, &size, &is_cubin, &log), 0);
+  CHECK(image_has(image, size, ".debug_line"));
+  CHECK(!image_has(image, size, ".debug_info"));
+  free(image);
+  free(log);
+  log = NULL;
+  CHECK_INT(mw__nvrtc_compile(kernel_src, "fill.cu", 90, opts, 1, &image, &size, &is_cubin, &log), 0);
+  CHECK(image_has(image, size, ".debug_info"));
+  /* -lineinfo left out: ptxas would say the two conflict */
+  if (log && strstr(log, "onflicting")) FAIL("-G with -lineinfo: %s", log);
+  free(image);
+  free(log);
+}
+
 static void test_a_device_newer_than_nvrtc_gets_ptx(void) {
   void *image;
   size_t size;
@@ -714,6 +739,7 @@ static const struct {
     T(test_compile_error_names_the_users_file_and_line),
     T(test_warnings_of_a_good_compile_are_in_the_log),
     T(test_caller_options_are_passed),
+    T(test_debug_replaces_lineinfo),
     T(test_a_device_newer_than_nvrtc_gets_ptx),
     T(test_a_device_older_than_nvrtc_is_refused),
     T(test_a_bad_option_is_einval_and_named),

@@ -42,8 +42,8 @@ describe("the generated source", function()
   end)
 
   it("makes the body a state machine with a resume point per await", function()
-    assert.truthy(gen:find("switch (_c->resume)", 1, true))
-    assert.truthy(gen:find("mw_frame_fib::body", 1, true))
+    assert.truthy(gen:find("switch (_mw_resume(_c))", 1, true))
+    assert.truthy(gen:find("mw_frame_fib::_mw_body", 1, true))
   end)
 
   it("dispatches every kind and has the executor entry", function()

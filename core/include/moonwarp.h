@@ -160,11 +160,36 @@ typedef struct mw_compile_desc {
   const char *filename; /* for #line directives and messages; NULL = "<string>" */
   const char *arch;     /* "sm_90" etc.; NULL = the device's own */
   int first_line;       /* line of filename where the source starts; 0 = 1 */
+  /* Preprocessor macros of this program only: ndefines strings "NAME" (defined as 1) or
+   * "NAME=VALUE" (VALUE verbatim, "" for an empty macro). They are defined around the program's
+   * own text (helper code, its #includes, local declarations, task bodies), not in the runtime's
+   * code or another program's; task signatures are read by moonwarp before the preprocessor
+   * runs, so a type in a signature cannot be a macro.
+   * NAME is an identifier, not a word of the task language (task, local, future, spawn, await,
+   * value, lane, index, ...) nor one starting with _, MW_ or mw_, and not a macro already
+   * defined where the program starts (by the runtime's headers or a program loaded before: the
+   * compile fails saying so); VALUE is one line that does not end with a backslash nor leave a
+   * comment open. */
+  const char *const *defines;
+  int ndefines;
+  /* Directories searched for #include "..." and <...> (in this order, before the system's),
+   * for the whole compile: every program of the runtime is compiled in one translation unit,
+   * so the directories of all programs loaded so far apply, those of earlier programs first.
+   * Each must be a directory; a relative one is made absolute at this call. The headers found
+   * in them are part of the compile cache's key. */
+  const char *const *include_dirs;
+  int ninclude_dirs;
+  /* Non-zero: compile with debug information and without optimisation (NVRTC -G, the sim's
+   * C++ compiler -g -O0); once a program asked for it, the runtime's later compiles keep it.
+   * 0: optimised, with line information (NVRTC -lineinfo, the sim -O2 -g). Device code built
+   * with -G runs many times slower. */
+  int debug;
 } mw_compile_desc;
 
 /* Parses, generates, compiles and loads a program into the runtime (relaunching the executor
  * with all programs loaded so far). On MW_ECOMPILE the log, with the user's file and line, is
- * in mw_runtime_last_error(rt). */
+ * in mw_runtime_last_error(rt). MW_EINVAL for bad options in desc (defines, include_dirs), the
+ * message naming the option: "option 'defines': '1N' is not an identifier". */
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out);
 MW_API int mw_program_task_count(const mw_program *p);
@@ -177,6 +202,10 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
 /* Without a runtime or device: compile a program with NVRTC into a cubin for arch. */
 MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
                             void **out_cubin, size_t *out_size, char **out_log);
+/* The same with a compile descriptor (NULL: defaults): its filename, first_line, arch (NULL =
+ * "sm_90"), defines, include_dirs and debug, as a runtime's compile would use them. */
+MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc,
+                                 void **out_cubin, size_t *out_size, char **out_log);
 
 /* ---- spawning and futures ---- */
 typedef union mw_value {

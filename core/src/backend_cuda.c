@@ -220,34 +220,72 @@ int mw__cuda_serving;
 
 int mw__cuda_arch(mw_runtime *rt) { return ((cuda_be *)rt->be)->sm; }
 
-int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out, size_t *out_size) {
+int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
+                     size_t errlen) {
+  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
+   * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
+   * the default in one run (bench/NOTES.md). */
+  const char *probes = env ? getenv("MOONWARP_PROBES") : NULL;
+  const char *define = env ? getenv("MOONWARP_DEVICE_DEFINE") : NULL;
+  char extra[96] = "";
+  *opts = NULL;
+  *nopts = 0;
+  if (define && *define) {
+    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
+      snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
+                            "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
+      return MW_EINVAL;
+    }
+    snprintf(extra, sizeof extra, "-D%s", define);
+  }
+  int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
+  size_t bytes = 4 * sizeof(char *) + sizeof extra;
+  for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
+  const char **v = malloc(bytes);
+  if (!v) return MW_ENOMEM;
+  char *text = (char *)(v + 4 + ndirs);
+  v[n++] = "-DMW_CUDA=1";
+  if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
+  if (*extra) {
+    v[n++] = strcpy(text, extra);
+    text += strlen(extra) + 1;
+  }
+  if (bo && bo->debug) v[n++] = "-G"; /* in place of -lineinfo (jit.h) */
+  for (int i = 0; i < ndirs; ++i) {
+    v[n++] = text;
+    text += sprintf(text, "-I%s", bo->include_dirs[i]) + 1;
+  }
+  *opts = v;
+  *nopts = n;
+  return 0;
+}
+
+int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__build_opts *bo,
+                         void **out, size_t *out_size) {
   int rc;
   int nmaj = 0, nmin = 0;
   mw__nvrtc_version(&nmaj, &nmin);
   char arch[32], ver[32];
   snprintf(arch, sizeof arch, "sm_%d", sm);
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
-  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
-   * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
-   * the default in one run (bench/NOTES.md). Both are part of the cache key. */
-  const char *probes = getenv("MOONWARP_PROBES");
-  const char *define = getenv("MOONWARP_DEVICE_DEFINE");
-  char extra[96] = "";
-  if (define && *define) {
-    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
-      mw__rt_error(rt, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
-                       "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
-      return MW_EINVAL;
-    }
-    snprintf(extra, sizeof extra, "-D%s", define);
+  const char **opts = NULL;
+  int nopts = 0;
+  if ((rc = mw__cuda_options(bo, 1, &opts, &nopts, rt->err, sizeof rt->err))) return rc;
+  /* the key: the source, the target, the compiler, the headers reached and every option */
+  const void **parts = malloc(sizeof *parts * (size_t)(5 + nopts));
+  if (!parts) {
+    free(opts);
+    return MW_ENOMEM;
   }
-  const char *opts[3] = {"-DMW_CUDA=1", NULL, NULL};
-  int nopts = 1;
-  if (probes && !strcmp(probes, "1")) opts[nopts++] = "-DMW_PROBES=1";
-  if (*extra) opts[nopts++] = extra;
-  const void *parts[] = {"cuda-1", source, arch, ver, opts[0], nopts > 1 ? opts[1] : "", nopts > 2 ? opts[2] : ""};
+  parts[0] = "cuda-2";
+  parts[1] = source;
+  parts[2] = arch;
+  parts[3] = ver;
+  parts[4] = bo ? bo->deps : "";
+  for (int i = 0; i < nopts; ++i) parts[5 + i] = opts[i];
   char key[65];
-  mw__cache_key(parts, NULL, 7, key);
+  mw__cache_key(parts, NULL, 5 + nopts, key);
+  free(parts);
   void *image = NULL;
   size_t size = 0;
   if (mw__cache_get(key, "cubin", &image, &size) != 0) {
@@ -262,11 +300,13 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **out,
       }
       mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
       free(log);
+      free(opts);
       return rc;
     }
     free(log);
     mw__cache_put(key, "cubin", image, size);
   }
+  free(opts);
   *out = image;
   if (out_size) *out_size = size;
   return 0;
@@ -278,9 +318,9 @@ void mw__cuda_set_next_image(mw_runtime *rt, void *image) {
   be->next_image = image;
 }
 
-static int cuda_build(mw_runtime *rt, const char *source) {
+static int cuda_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
   void *image = NULL;
-  int rc = mw__cuda_build_image(rt, mw__cuda_arch(rt), source, &image, NULL);
+  int rc = mw__cuda_build_image(rt, mw__cuda_arch(rt), source, bo, &image, NULL);
   if (!rc) mw__cuda_set_next_image(rt, image);
   return rc;
 }

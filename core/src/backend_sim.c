@@ -22,7 +22,10 @@
 #ifndef MW_SIM_CXX
 #define MW_SIM_CXX "c++"
 #endif
-#define SIM_FLAGS "-std=c++17 -O2 -g -fPIC -shared -pthread -w -fno-strict-aliasing"
+#define SIM_FLAGS "-std=c++17 -fPIC -shared -pthread -w -fno-strict-aliasing"
+/* optimised, or for a debugger (mw_compile_desc.debug); both with debug information */
+#define SIM_OPT_FLAGS "-O2 -g"
+#define SIM_DEBUG_FLAGS "-O0 -g"
 /* Boost.Context as the build found it (CMake): its library, and -I its headers when they are
  * not in a system folder */
 #ifndef MW_SIM_LIB
@@ -169,12 +172,24 @@ static int split_words(const char *s, char *buf, size_t cap, char **argv, int ma
 /* Runs the compiler (posix_spawn: safe while the executor's threads run; no shell), its output
  * to log_path, for at most SIM_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
  * start, -2 if it ran out of time (it is killed). */
-static int run_compiler(const char *cpp, const char *so, const char *log_path) {
-  char cxxbuf[1024], flagbuf[512], incbuf[1024];
-  char *argv[96];
+static int run_compiler(const char *cpp, const char *so, const char *log_path,
+                        const mw__build_opts *bo) {
+  char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
+  int ndirs = bo ? bo->ninclude_dirs : 0;
+  char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
+  if (!argv) return -1;
   int n = split_words(sim_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
-  if (n == 0) return -1;
+  if (n == 0) {
+    free(argv);
+    return -1;
+  }
   n += split_words(SIM_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
+  n += split_words(bo && bo->debug ? SIM_DEBUG_FLAGS : SIM_OPT_FLAGS, optbuf, sizeof optbuf,
+                   argv + n, 8);
+  for (int i = 0; i < ndirs; ++i) { /* the user's folders, before Boost's */
+    argv[n++] = (char *)"-I";
+    argv[n++] = (char *)bo->include_dirs[i];
+  }
   n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
   argv[n++] = (char *)"-o";
   argv[n++] = (char *)so;
@@ -195,8 +210,10 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path) {
       fprintf(f, "cannot start the C++ compiler %s: %s\n", argv[0], strerror(err));
       fclose(f);
     }
+    free(argv);
     return -1;
   }
+  free(argv);
   double end = mw__now() + SIM_COMPILE_TIMEOUT_S;
   int st = 0;
   for (;;) {
@@ -235,12 +252,18 @@ static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
   return 0;
 }
 
-static int sim_build(mw_runtime *rt, const char *source) {
+static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
   sim_be *be = rt->be;
   const char *cxx = sim_cxx();
-  const void *parts[] = {"sim-1", source, cxx, SIM_FLAGS};
+  /* the key: the source, the compiler, its flags, the include folders and the headers reached */
+  char dirs[65] = "";
+  if (bo && bo->ninclude_dirs)
+    mw__cache_key((const void *const *)bo->include_dirs, NULL, bo->ninclude_dirs, dirs);
+  const void *parts[] = {"sim-2", source, cxx, SIM_FLAGS,
+                         bo && bo->debug ? SIM_DEBUG_FLAGS : SIM_OPT_FLAGS, dirs,
+                         bo ? bo->deps : ""};
   char key[65];
-  mw__cache_key(parts, NULL, 4, key);
+  mw__cache_key(parts, NULL, 7, key);
   char dir[] = "/tmp/moonwarp-sim-XXXXXX";
   if (!mkdtemp(dir)) {
     mw__rt_error(rt, "cannot create a temporary directory for the sim build");
@@ -261,7 +284,7 @@ static int sim_build(mw_runtime *rt, const char *source) {
       rc = MW_EIO;
       mw__rt_error(rt, "cannot write %s", cpp);
     } else {
-      int st = run_compiler(cpp, so, logp);
+      int st = run_compiler(cpp, so, logp, bo);
       if (st == -2) {
         mw__rt_error(rt, "the C++ compiler (%s) took longer than %.0f s and was stopped", cxx,
                      SIM_COMPILE_TIMEOUT_S);

@@ -664,11 +664,11 @@ static int proxy_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
 }
 
 /* NVRTC runs here, in the library's process (it needs no driver); the child gets the cubin. */
-static int proxy_build(mw_runtime *rt, const char *source) {
+static int proxy_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
   proxy *px = rt->be;
   void *image = NULL;
   size_t size = 0;
-  int rc = mw__cuda_build_image(rt, px->sm, source, &image, &size);
+  int rc = mw__cuda_build_image(rt, px->sm, source, bo, &image, &size);
   if (rc) return rc;
   mw__req q = {MW_OP_IMAGE, 0, 0, 0, size, 0};
   rc = call(rt, "handing over the executor image", q, image, -1, NULL, NULL, 0);

@@ -26,10 +26,11 @@ typedef struct mw__backend_ops {
   void (*free)(mw_runtime *rt, uint64_t dev);
   int (*h2d)(mw_runtime *rt, uint64_t dst, const void *src, size_t n);
   int (*d2h)(mw_runtime *rt, void *dst, uint64_t src, size_t n);
-  /* Compiles the generated source into the next executor image. On MW_ECOMPILE the log is in
+  /* Compiles the generated source, with the include directories and debug setting of bo, into
+   * the next executor image. On MW_ECOMPILE the log is in
    * rt->err. Does not disturb a running executor (on cuda even loading a module would wait for
    * it, so the image is loaded by the next launch). */
-  int (*build)(mw_runtime *rt, const char *source);
+  int (*build)(mw_runtime *rt, const char *source, const mw__build_opts *bo);
   /* Launches the executor of the last build on rt->state_dev with rt->nworkers workers. If the
    * new image cannot be loaded it is dropped and the error returned: the next launch runs the
    * image that ran before. */
@@ -54,7 +55,14 @@ int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in t
 int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
 int mw__cuda_arch(mw_runtime *rt); /* 90 for sm_90 */
 /* NVRTC (or the cache) to a cubin for sm; on MW_ECOMPILE the log is in rt->err. */
-int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, void **image, size_t *size);
+int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__build_opts *bo,
+                         void **image, size_t *size);
+/* The NVRTC options of a compile with bo (and the environment's MOONWARP_PROBES and
+ * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
+ * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
+ * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
+int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
+                     size_t errlen);
 void mw__cuda_set_next_image(mw_runtime *rt, void *image); /* takes image (malloc'd) */
 int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev);
 void mw__cuda_unregister_host(mw_runtime *rt, void *host);
@@ -80,6 +88,9 @@ struct mw_program {
   mw_runtime *rt;
   mw__parsed parsed;
   int index; /* position in rt->progs: namespace mw_p<index> */
+  char **include_dirs; /* its options that apply to the runtime's whole compile (absolute) */
+  int ninclude_dirs;
+  int debug;
 };
 
 struct mw_buffer {

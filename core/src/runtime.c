@@ -454,6 +454,12 @@ static int restart_executor(mw_runtime *rt) {
   return rc;
 }
 
+static void program_free(mw_program *p) {
+  mw__parsed_free(&p->parsed);
+  mw__free_strings(p->include_dirs, p->ninclude_dirs);
+  free(p);
+}
+
 MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   MW_NOT_NULL(rt, "mw_runtime_close");
   watch_stop(rt); /* before the ring it reads goes */
@@ -467,10 +473,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
   while (rt->buffers) mw_buffer_free(rt->buffers);
   mw__trace_free(rt, rc != MW_ETIMEDOUT);
-  for (int i = 0; i < rt->nprogs; ++i) {
-    mw__parsed_free(&rt->progs[i]->parsed);
-    free(rt->progs[i]);
-  }
+  for (int i = 0; i < rt->nprogs; ++i) program_free(rt->progs[i]);
   free(rt->progs);
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt);
@@ -506,6 +509,32 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
   return *out_source ? 0 : MW_ENOMEM;
 }
 
+/* The options of a compile of progs[0..n) as a whole: every program's include directories, in
+ * load order, each once (*dirs, malloc'd, holds them); debug when any program asked for it; the
+ * digest of the headers gen reaches through them. */
+static int build_options(mw_program *const *progs, int n, const char *gen, mw__build_opts *bo,
+                         const char ***dirs) {
+  memset(bo, 0, sizeof *bo);
+  int total = 0;
+  for (int i = 0; i < n; ++i) total += progs[i]->ninclude_dirs;
+  const char **v = total ? malloc(sizeof *v * (size_t)total) : NULL;
+  if (total && !v) return MW_ENOMEM;
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    bo->debug |= progs[i]->debug;
+    for (int j = 0; j < progs[i]->ninclude_dirs; ++j) {
+      const char *d = progs[i]->include_dirs[j];
+      int seen = 0;
+      for (int q = 0; q < k && !seen; ++q) seen = !strcmp(v[q], d);
+      if (!seen) v[k++] = d;
+    }
+  }
+  bo->include_dirs = v;
+  bo->ninclude_dirs = k;
+  *dirs = v;
+  return mw__include_digest(gen, v, k, bo->deps);
+}
+
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out) {
   MW_NOT_NULL(out, "mw_program_compile");
@@ -519,24 +548,33 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   mw_program *p = calloc(1, sizeof *p);
   if (!p) return MW_ENOMEM;
   p->rt = rt;
-  int rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
-                     desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
+  mw__parsed defs;
+  memset(&defs, 0, sizeof defs);
+  int rc = mw__take_compile_options(desc, &defs, &p->include_dirs, &p->ninclude_dirs, rt->err,
+                                    sizeof rt->err);
+  if (!rc)
+    rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
+                   desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
   if (rc) {
+    if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
     mw__set_error_str(rt->err);
-    free(p);
+    mw__parsed_free(&defs);
+    program_free(p);
     return rc;
   }
+  p->parsed.ndefines = defs.ndefines;
+  p->parsed.def_names = defs.def_names;
+  p->parsed.def_values = defs.def_values;
+  p->debug = desc && desc->debug;
   if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
     mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
-    mw__parsed_free(&p->parsed);
-    free(p);
+    program_free(p);
     return MW_ECAPACITY;
   }
   for (int i = 0; i < p->parsed.ntasks; ++i) p->parsed.tasks[i].kind = rt->nkinds + (uint32_t)i;
   mw_program **progs = realloc(rt->progs, sizeof *progs * (size_t)(rt->nprogs + 1));
   if (!progs) {
-    mw__parsed_free(&p->parsed);
-    free(p);
+    program_free(p);
     return MW_ENOMEM;
   }
   rt->progs = progs;
@@ -547,11 +585,14 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
   mw__gen_opts go = {rt->ops == &mw__backend_sim, rt->frame_bytes};
   char *gen = mw__generate(list, rt->nprogs + 1, &go);
-  rc = gen ? 0 : MW_ENOMEM;
+  mw__build_opts bo;
+  const char **dirs = NULL;
+  rc = gen ? build_options(progs, rt->nprogs + 1, gen, &bo, &dirs) : MW_ENOMEM;
   if (!rc) {
     mw__dump_source(gen, rt->ops == &mw__backend_sim ? "cpp" : "cu");
-    rc = rt->ops->build(rt, gen);
+    rc = rt->ops->build(rt, gen, &bo);
   }
+  free(dirs);
   free(gen);
   /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
   int was_running = rt->running;
@@ -571,8 +612,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   }
   if (rc) {
     mw__set_error_str(rt->err);
-    mw__parsed_free(&p->parsed);
-    free(p);
+    program_free(p);
     return rc;
   }
   rt->nprogs++;
@@ -1515,46 +1555,78 @@ MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4])
 
 MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
                             void **out_cubin, size_t *out_size, char **out_log) {
+  mw_compile_desc d;
+  memset(&d, 0, sizeof d);
+  d.filename = filename;
+  d.arch = arch;
+  return mw_compile_cubin_desc(source, &d, out_cubin, out_size, out_log);
+}
+
+MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc,
+                                 void **out_cubin, size_t *out_size, char **out_log) {
   MW_NOT_NULL(out_cubin, "mw_compile_cubin");
   MW_NOT_NULL(out_size, "mw_compile_cubin");
   *out_cubin = NULL;
   *out_size = 0;
   if (out_log) *out_log = NULL;
   MW_NOT_NULL(source, "mw_compile_cubin");
+  const char *arch = desc ? desc->arch : NULL;
   int sm = 90;
   if (arch && (sscanf(arch, "sm_%d", &sm) != 1 || sm < 70)) {
     mw__set_error("arch '%s' is not of the form sm_XY (sm_70 or newer)", arch);
     return MW_EINVAL;
   }
   char err[1024];
-  int rc = mw__nvrtc_load(err, sizeof err);
+  mw_program prog;
+  memset(&prog, 0, sizeof prog);
+  mw__parsed *p = &prog.parsed;
+  int rc = mw__take_compile_options(desc, p, &prog.include_dirs, &prog.ninclude_dirs, err,
+                                    sizeof err);
   if (rc) {
+    mw__set_error_str(rc == MW_ENOMEM ? "out of memory" : err);
+    return rc;
+  }
+  prog.debug = desc && desc->debug;
+  mw__parsed defs = *p;
+  if ((rc = mw__nvrtc_load(err, sizeof err)) == 0 &&
+      (rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
+                      desc ? desc->first_line : 1, p, err, sizeof err)) != 0 &&
+      out_log)
+    *out_log = mw__strdup(err);
+  if (rc) {
+    mw__parsed_free(&defs);
+    mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
     mw__set_error_str(err);
     return rc;
   }
-  mw__parsed p;
-  if ((rc = mw__parse(source, filename, 1, &p, err, sizeof err))) {
-    if (out_log) *out_log = mw__strdup(err);
-    mw__set_error_str(err);
-    return rc;
-  }
-  for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
-  mw__parsed *list[1] = {&p};
+  p->ndefines = defs.ndefines;
+  p->def_names = defs.def_names;
+  p->def_values = defs.def_values;
+  for (int i = 0; i < p->ntasks; ++i) p->tasks[i].kind = (uint32_t)i;
+  mw__parsed *list[1] = {p};
   mw__gen_opts go = {0, DEFAULT_FRAME_BYTES};
   char *gen = mw__generate(list, 1, &go);
-  mw__parsed_free(&p);
-  if (!gen) return MW_ENOMEM;
+  mw_program *progs[1] = {&prog};
+  mw__build_opts bo;
+  const char **dirs = NULL, **opts = NULL;
+  int nopts = 0;
+  rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
+  if (!rc) rc = mw__cuda_options(&bo, 0, &opts, &nopts, err, sizeof err);
   int is_cubin = 0;
   char *log = NULL;
-  const char *opts[] = {"-DMW_CUDA=1"};
-  rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, 1, out_cubin, out_size, &is_cubin, &log);
+  if (!rc)
+    rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, nopts, out_cubin, out_size, &is_cubin, &log);
+  free(opts);
+  free(dirs);
   free(gen);
+  mw__parsed_free(p);
+  mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
   char *user = rc && log ? mw__user_log(log, "moonwarp.cu") : NULL;
   if (user) {
     free(log);
     log = user;
   }
-  if (rc) mw__set_error_str(log ? log : "NVRTC failed");
+  if (rc) mw__set_error_str(log ? log : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
   if (out_log) *out_log = log;
   else free(log);
   return rc;

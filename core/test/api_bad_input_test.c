@@ -1,12 +1,14 @@
 /* api_bad_input_test.c - every entry point of moonwarp.h given NULL, zero, out-of-range and stale
  * values, on the sim backend: each must return what the header's rule for them says, and none
  * may crash. Prints "N checks, M failed"; exits non-zero when one failed. */
+#define _GNU_SOURCE
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "moonwarp.h"
 
@@ -91,6 +93,17 @@ int main(void) {
   EXPECT(mw_compile_cubin(SRC, NULL, NULL, &cubin, NULL, NULL), MW_EINVAL);
   EXPECT(mw_compile_cubin(NULL, NULL, NULL, &cubin, &size, NULL), MW_EINVAL);
   EXPECT(mw_compile_cubin(SRC, NULL, "sm_1", &cubin, &size, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin_desc(SRC, NULL, NULL, &size, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin_desc(SRC, NULL, &cubin, NULL, NULL), MW_EINVAL);
+  EXPECT(mw_compile_cubin_desc(NULL, NULL, &cubin, &size, NULL), MW_EINVAL);
+  {
+    const char *bad[] = {"1N=2"};
+    mw_compile_desc cd = {.arch = "sm_90", .defines = bad, .ndefines = 1};
+    EXPECT(mw_compile_cubin_desc(SRC, &cd, &cubin, &size, NULL), MW_EINVAL);
+    expect_true("mw_compile_cubin_desc names a bad define",
+                strstr(mw_last_error(), "option 'defines': '1N' is not an identifier") != NULL);
+    expect_true("a refused mw_compile_cubin_desc hands out nothing", cubin == NULL && size == 0);
+  }
   EXPECT(mw_spawn(NULL, NULL, 0, &arg, 1, 0, &f), MW_EINVAL);
   EXPECT(mw_future_poll(NULL, 1, &res), MW_EINVAL);
   EXPECT(mw_future_await(NULL, 1, 0, NULL), MW_EINVAL);
@@ -145,6 +158,49 @@ int main(void) {
   EXPECT(mw_program_find(p, NULL), MW_EINVAL);
   EXPECT(mw_program_find(p, "nosuch"), MW_ENOTASK);
   EXPECT(mw_program_find(p, "sq"), 0);
+
+  /* compile options: each bad one is MW_EINVAL naming it, and hands out no program */
+  {
+    static const char *const bad_name[] = {"N-1=3"}, *const reserved[] = {"mw_ctx"},
+                             *const word[] = {"await=1"}, *const twice[] = {"N=1", "N"},
+                             *const line2[] = {"N=1\n2"}, *const backslash[] = {"N=1\\"},
+                             *const null_entry[] = {NULL},
+                             *const no_dir[] = {"/nonexistent/moonwarp-include"},
+                             *const file_dir[] = {"/dev/null"};
+    static const struct {
+      const char *const *defines;
+      int ndefines;
+      const char *const *dirs;
+      int ndirs;
+      const char *says;
+    } rows[] = {
+        {bad_name, 1, NULL, 0, "option 'defines': 'N-1' is not an identifier"},
+        {reserved, 1, NULL, 0, "option 'defines': 'mw_ctx' is reserved"},
+        {word, 1, NULL, 0, "option 'defines': 'await' is a word of the task language"},
+        {twice, 2, NULL, 0, "option 'defines': 'N' is defined twice"},
+        {line2, 1, NULL, 0, "option 'defines': the value of 'N' must be one line"},
+        {backslash, 1, NULL, 0, "option 'defines': the value of 'N' ends with a backslash"},
+        {null_entry, 1, NULL, 0, "option 'defines': entry 0 is NULL"},
+        {NULL, 1, NULL, 0, "option 'defines' is NULL with ndefines > 0"},
+        {bad_name, -1, NULL, 0, "option 'ndefines' is negative"},
+        {NULL, 0, no_dir, 1, "option 'include_dirs': no directory '/nonexistent/moonwarp-include'"},
+        {NULL, 0, file_dir, 1, "option 'include_dirs': '/dev/null' is not a directory"},
+        {NULL, 0, null_entry, 1, "option 'include_dirs': entry 0 is NULL"},
+        {NULL, 0, NULL, 1, "option 'include_dirs' is NULL with ninclude_dirs > 0"},
+        {NULL, 0, no_dir, -1, "option 'ninclude_dirs' is negative"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+      mw_compile_desc cd = {.filename = "opts.c", .defines = rows[i].defines,
+                            .ndefines = rows[i].ndefines, .include_dirs = rows[i].dirs,
+                            .ninclude_dirs = rows[i].ndirs};
+      mw_program *q = NULL;
+      char what[160];
+      snprintf(what, sizeof what, "bad compile option %zu (%s)", i, rows[i].says);
+      expect_int(what, mw_program_compile(rt, "task int opt() { return 1; }\n", &cd, &q), MW_EINVAL);
+      expect_true(rows[i].says, strstr(mw_runtime_last_error(rt), rows[i].says) != NULL &&
+                                    strstr(mw_last_error(), rows[i].says) != NULL && q == NULL);
+    }
+  }
 
   EXPECT(mw_spawn(rt, NULL, 0, &arg, 1, 0, &f), MW_EINVAL);
   EXPECT(mw_spawn(rt, p, 0, &arg, 1, 0, NULL), MW_EINVAL);
@@ -267,6 +323,43 @@ int main(void) {
   EXPECT(mw_buffer_read(b, 0, data, 16), 0);
   expect_true("a buffer reads back what was written", data[0] == 1 && data[3] == 4);
   expect_true("mw_buffer_size is the size asked for", mw_buffer_size(b) == 16);
+
+  /* compile options that are good: a define per program, a header from an include folder */
+  {
+    char dir[] = "/tmp/mw-api-test-XXXXXX", header[64];
+    expect_true("a temporary folder", mkdtemp(dir) != NULL);
+    snprintf(header, sizeof header, "%s/api_opts.h", dir);
+    FILE *hf = fopen(header, "w");
+    if (hf) {
+      fputs("#define FROM_HEADER 100\n", hf);
+      fclose(hf);
+    }
+    const char *defs[] = {"N=40", "ONE"}, *dirs[] = {dir};
+    mw_compile_desc cd = {"opts.c", NULL, 1, defs, 2, dirs, 1, 1};
+    mw_program *q = NULL;
+    EXPECT(mw_program_compile(rt,
+                              "#include \"api_opts.h\"\n"
+                              "task int opt() { return N + ONE + FROM_HEADER; }\n",
+                              &cd, &q),
+           0);
+    EXPECT(q ? mw_spawn(rt, q, 0, NULL, 0, 5, &f) : MW_EINVAL, 0);
+    EXPECT(mw_future_await(rt, f, 30, &res), 0);
+    expect_true("the defines and the header make opt() 141", res.value.i == 141);
+    EXPECT(mw_future_release(rt, f), 0);
+    /* the define is the first program's own: a second one without it does not see N */
+    mw_compile_desc plain = {.filename = "plain.c", .first_line = 1};
+    EXPECT(mw_program_compile(rt,
+                              "task int plain() {\n#ifdef N\n  return -1;\n#else\n  return 7;\n"
+                              "#endif\n}\n",
+                              &plain, &q),
+           0);
+    EXPECT(q ? mw_spawn(rt, q, 0, NULL, 0, 5, &f) : MW_EINVAL, 0);
+    EXPECT(mw_future_await(rt, f, 30, &res), 0);
+    expect_true("a define stays in its program", res.value.i == 7);
+    EXPECT(mw_future_release(rt, f), 0);
+    unlink(header);
+    rmdir(dir);
+  }
 
   EXPECT(mw_trace_start(rt, MW_TRACE_MAX_EVENTS_PER_WORKER + 1), MW_EINVAL);
   EXPECT(mw_trace_stop(rt, NULL, NULL), MW_EINVAL); /* not tracing */

@@ -31,9 +31,14 @@
 -- Buffer elements, addresses and counters travel as Lua numbers.
 --
 -- Objects:
---   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname]), rt:compile_file(path),
---            rt:buffer(type, n), rt:stats(), rt:close(), rt:fd() (readable while completions
---            are pending, for event loops), rt:poll() (processes them; drains the fd)
+--   runtime  rt.backend, rt.faulted, rt:compile(src [, chunkname] [, options]) (or
+--            rt:compile(src, options)), rt:compile_file(path [, options]), rt:buffer(type, n),
+--            rt:stats(), rt:close(), rt:fd() (readable while completions are pending, for
+--            event loops), rt:poll() (processes them; drains the fd)
+--   options  of a compile: { defines = { NAME = number | string | boolean } (this program's
+--            macros: true is 1, false leaves NAME undefined), include_dirs = { dir, ... },
+--            debug = true (NVRTC -G, sim -g -O0) }; include_dirs and debug apply to the
+--            runtime's whole compile (all its programs are compiled together)
 --   program  prog.<task>, prog:task(name), prog:tasks()
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
 --            task:spawn_many(n, args [, {futures = false}]) spawns n times (args(i) or args[i]);
@@ -88,8 +93,9 @@ M.now = core.now
 -- (what NVRTC or the host compiler is given). nil, message, code when it cannot be read.
 M.generate = core.generate
 
---- mw.compile_cubin(source [, {chunkname=, arch="sm_90"}]): compiles a program with NVRTC
--- into a cubin (a string), with no GPU needed. nil, log, code on failure.
+--- mw.compile_cubin(source [, {chunkname=, arch="sm_90", defines=, include_dirs=, debug=}]):
+-- compiles a program with NVRTC into a cubin (a string), with no GPU needed, with the compile
+-- options of rt:compile. nil, log, code on failure.
 M.compile_cubin = core.compile_cubin
 
 --- Lua coroutines that await device futures: mw.async(fn, ...), mw.run([timeout]), mw.poll().
