@@ -29,6 +29,43 @@ task long fill_and_sum(int *x, int n) {
   for (i = 0; i < n; ++i) s += x[i];
   return s;
 }
+task void fill_or_fail(int *x, int n, int bad, int add) {
+  for (int i = index * 64 + lane; i < n && i < (int)(index + 1) * 64; i += 32) x[i] = i + 1 + add;
+  if ((int)index == bad) fail(7, "instance failed on purpose");
+}
+task long two_bulks(int *x, int *y, int n) {
+  local future a, b;
+  local long s;
+  local int i;
+  a = spawn_bulk(fill_or_fail, (n + 63) / 64, x, n, -1, 0);
+  b = spawn_bulk(fill_or_fail, (n + 63) / 64, y, n, -1, 0);
+  await(b);
+  await(a);
+  s = 0;
+  for (i = 0; i < n; ++i) s += x[i] + y[i];
+  return s;
+}
+task int bulk_unawaited(int *x, int n) {
+  local future a;
+  a = spawn_bulk(fill_or_fail, (n + 63) / 64, x, n, -1, 0);
+  return 1;
+}
+task int bulk_fails(int *x, int n, int bad) {
+  local future a;
+  a = spawn_bulk(fill_or_fail, (n + 63) / 64, x, n, bad, 0);
+  await(a);
+  return 0;
+}
+task int bulk_rounds(int *x, int n, int rounds) {
+  local future a;
+  local int r;
+  for (r = 0; r < rounds; ++r) {
+    a = spawn_bulk(fill_or_fail, (n + 63) / 64, x, n, -1, r);
+    await(a);
+    if (x[0] != 1 + r || x[n - 1] != n + r) return -1 - r;
+  }
+  return rounds;
+}
 task void oob(int *p) { p[1L << 40] = 1; }
 task void trap(int x) { if (x) __trap(); }
 task void bad_assert(int x) { assert(x == 0); }
@@ -89,6 +126,62 @@ support.each_backend(function(backend)
         assert.equals(n * (n - 1) / 2, pending[i]:await(30))
       end
       assert.equals(42, prog.leaf(42):await())
+    end)
+  end)
+
+  -- a task that awaits the bulk task it spawned runs its instances itself (protocol.h, Joining
+  -- a bulk task); the frame's reference is given back on every path
+  describe("a task awaiting its bulk task", function()
+    local rt, prog, x, y
+    local n = 1000
+    setup(function()
+      rt = support.runtime(backend)
+      prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+      x, y = rt:buffer("int32", n), rt:buffer("int32", n)
+    end)
+    teardown(function() rt:close() end)
+    -- frames in use go back to what they were (they are counted when a warp flushes its counters)
+    local function settles(before)
+      local deadline = mw.now() + 10
+      while rt:stats().frames_in_use ~= before and mw.now() < deadline do end
+      assert.equals(before, rt:stats().frames_in_use)
+    end
+    local function clear(b)
+      local t = {}
+      for i = 1, n do t[i] = 0 end
+      b:write(t)
+    end
+
+    it("runs many in a row, each complete when the await returns", function()
+      clear(x)
+      local before = rt:stats().frames_in_use
+      assert.equals(200, prog.bulk_rounds(x, n, 200):await(60))
+      settles(before)
+    end)
+
+    it("awaits the first of two after the second replaced it as the one to join", function()
+      clear(x)
+      clear(y)
+      local before = rt:stats().frames_in_use
+      assert.equals(n * (n + 1), prog.two_bulks(x, y, n):await(60))
+      settles(before)
+    end)
+
+    it("gives the frame back when the task ends without awaiting it", function()
+      clear(x)
+      local before = rt:stats().frames_in_use
+      for _ = 1, 20 do assert.equals(1, prog.bulk_unawaited(x, n):await(60)) end
+      settles(before)
+    end)
+
+    it("fails with the failed instance's message", function()
+      local before = rt:stats().frames_in_use
+      for bad = 0, 15 do
+        local ok, err = pcall(function() return prog.bulk_fails(x, n, bad):await(60) end)
+        assert.is_false(ok)
+        assert.matches("instance failed on purpose", tostring(err))
+      end
+      settles(before)
     end)
   end)
 

@@ -218,7 +218,9 @@ typedef struct mw_frame_hdr {
   mw_u32 flags;    /* enum mw_frame_flags */
   mw_u32 children; /* first owned child slot (index + 1), 0 = none */
   mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale) */
-  /* bulk: n instances share this frame; each queue entry holds one reference */
+  /* bulk: n instances share this frame; each queue entry holds one reference, each worker
+   * running its instances one, and the level that spawned it one while it may still join
+   * (mw_level.bulk) */
   mw_u32 bulk_n;
   mw_u32 bulk_next; /* next index to claim (atomicAdd; atomicExch to n when cancelled) */
   mw_u32 bulk_done; /* instances finished or skipped (atomicAdd); reaching n completes the future */
@@ -493,8 +495,19 @@ typedef struct mw_level {
   mw_u32 off;       /* byte offset of its frame in the lane stacks */
   mw_u32 sibling;   /* its slot's sibling link (inline levels) */
   mw_u16 naw, cur;  /* the await in progress: futures, and the next one to look at */
-  mw_u32 pad;
+  mw_u32 bulk;      /* frame + 1 of the latest bulk task it spawned, while it holds a reference
+                     * to it (0: none): see Joining a bulk task */
 } mw_level; /* 56 bytes */
+
+/* Joining a bulk task. A level that spawns a bulk task of a leaf kind keeps one reference to
+ * its frame (bulk_refs starts at 2: the queue entry and the spawner) in mw_level.bulk, and gives
+ * it back when it spawns another bulk task, suspends, or finishes. An await of that future
+ * alone, on the level's warp, first runs the instances left to claim there, with the same
+ * claims (atomicAdd on bulk_next) as every worker the queue entry brought in, at the lane
+ * stack's offset after the level's frame, then drops the reference and goes on as an await
+ * does: the task completes when the last instance finishes, whoever ran it. So a stage of
+ * a pipeline does not wait for an idle worker to find its queue entry. The reference is what
+ * keeps the frame from being freed and reused under the join. */
 
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];

@@ -513,6 +513,15 @@ __device__ __forceinline__ void mw_frame_hdr_fresh(mw_frame_hdr *fh, mw_u32 kind
   fh->bulk_next = fh->bulk_done = 0;
   fh->bulk_refs = 1;
 }
+/* Drops one reference to bulk frame f: the last one frees it. Lane 0. */
+__device__ void mw_bulk_drop(mw_ctx *c, mw_u32 f) {
+  MW_FENCE(); /* what this worker did with the frame before another may reuse it */
+  if (atomicSub(&mw_frame(c, f)->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
+}
+/* MW_NO_BULK_JOIN=1: a level never runs the instances of a bulk task it awaits (to compare) */
+#ifndef MW_NO_BULK_JOIN
+#define MW_NO_BULK_JOIN 0
+#endif
 /* A task's frame from its argument words: the arguments, then zeroed locals. Words first to
  * frame_bytes in steps of step from word first (one lane all of it, or the lanes together). */
 __device__ __forceinline__ void mw_frame_from_args(mw_u32 *dst, const mw_u32 *src, const mw_kind_info *ki,
@@ -1347,6 +1356,12 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
     if (c->lane == 0) {
       mw_frame_hdr_fresh(fh, kind, h, MW_FR_BULK, bulk_n);
       c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
+      if (bulk_n && (ki->flags & MW_KIND_LEAF) && !MW_NO_BULK_JOIN) { /* protocol.h, Joining a bulk task */
+        mw_level *L = MW_LV(c);
+        if (L->bulk) mw_bulk_drop(c, L->bulk - 1);
+        fh->bulk_refs = 2;
+        L->bulk = f + 1;
+      }
       if (bulk_n == 0) { /* nothing to run: complete now */
         mw_frame_free(c, f);
         mw_count(c, kind, MW_CNT_COMPLETED);
@@ -1412,6 +1427,7 @@ __device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
  * (MW_RUN_SUSPEND; it touches nothing of its frame after, it may run on elsewhere already).
  * Returns false when every future is complete, or the task is to stop (mw_after_await then
  * stops it, or handles a failure among the futures). */
+__device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line) {
   MW_PROBE(MW_PR_AWAIT);
   if (mw_diverged(c, "await", line, n ? fs[0].h : 0)) return false;
@@ -1421,6 +1437,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
   }
   mw_tick(c);
   if (n == 1 && mw_await_leaf(c, fs[0].h)) return false;
+  if (n == 1) mw_await_bulk(c, fs[0].h);
   mw_u32 off = mw_await_off(c);
   if (off + 8u * n > MW_LSTACK_BYTES) {
     mw_fail(c, MW_FAIL_CAPACITY, "await of more futures than the lane stack holds");
@@ -1459,6 +1476,7 @@ __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
     K->off = off;
     K->sibling = rec->sibling;
     K->naw = K->cur = 0;
+    K->bulk = 0;
     ws->depth = c->d + 2;
   }
   kind = mw_bcast(kind);
@@ -1681,6 +1699,10 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
   mw_u32 res = 0; /* 1: suspended, 2: cancelled */
   if (c->lane == 0) {
     mw_wstate *ws = MW_WS(c);
+    if (L->bulk) { /* it leaves the warp: it joins nothing more */
+      mw_bulk_drop(c, L->bulk - 1);
+      L->bulk = 0;
+    }
     mw_u32 f = L->frame, kind = L->kind;
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 s = MW_FUT_SLOT(L->fut);
@@ -2233,6 +2255,10 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   int code = 0;
   const char *msg = 0, *prefix = 0;
   char buf[MW_MSG_BYTES];
+  if (L->bulk) {
+    mw_bulk_drop(c, L->bulk - 1);
+    L->bulk = 0;
+  }
   if (c->cancelled || (L->flags & MW_LV_CANCELLED)) {
     status = MW_ST_CANCELLED;
     code = MW_FAIL_CANCELLED;
@@ -2423,6 +2449,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       L->off = off;
       L->sibling = r->sibling;
       L->naw = L->cur = 0;
+      L->bulk = 0;
       MW_WS(c)->depth = lv + 1;
     }
   }
@@ -2469,6 +2496,7 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
     L->off = off;
     L->sibling = 0;
     L->naw = L->cur = 0;
+    L->bulk = 0;
     MW_WS(c)->depth = lv + 1;
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
@@ -2498,11 +2526,22 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
 #define MW_BULK_FANOUT 2u
 #endif
 
-/* Runs instances of a bulk frame until none are left to claim; the worker that finishes the
- * last instance completes the future; the last reference frees the frame. A cancelled bulk
- * task runs no more instances: the worker that sees the request claims the rest and skips
- * them. Collective. */
-__device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
+/* One instance of a bulk task: through mw_dispatch on a worker that took it from the queue,
+ * through mw_dispatch_leaf when the level that awaits it joins (the call graph stays acyclic). */
+template <bool JOIN> __device__ __forceinline__ void mw_bulk_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
+template <> __device__ __forceinline__ void mw_bulk_dispatch<false>(mw_ctx *c, mw_u32 kind, mw_u8 *frame) {
+  mw_dispatch(c, kind, frame);
+}
+template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw_u32 kind, mw_u8 *frame) {
+  mw_dispatch_leaf(c, kind, frame);
+}
+
+/* Runs instances of bulk frame f (this worker holds a reference) until none are left to claim,
+ * each in a copy of the frame at byte off of the lane stacks; the worker that finishes the last
+ * instance completes the future. A cancelled bulk task runs no more instances: the worker that
+ * sees the request claims the rest and skips them. c->kind, c->off and c->bulk are set for the
+ * instances; the caller restores what it needs. Collective. */
+template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
@@ -2511,15 +2550,16 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   c->bulk = 1;
   c->cancelled = 0;
   c->kind = kind;
-  c->off = 0;
-#ifdef MW_SIM
-  if (c->lane == 0) c->gw->running = kind + 1; /* for a fault report: which task the warp ran */
-#endif
+  c->off = off;
   mw_u32 chunk = n / (st->nworkers * 8u);
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   for (;;) {
+    if (JOIN) { /* the level that joined stops claiming when it is to stop (the periodic work) */
+      mw_tick(c);
+      if (c->cancelled || c->yield) break;
+    }
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
     if (mw_bcast(c->lane == 0 ? (mw_u32)mw_poll_due(c) : 0u)) {
@@ -2553,7 +2593,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
     if (c->trace_ev && !skip) mw_trace_begin(c, kind, fut, i);
     const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
     for (mw_u32 k = i; k < end && !skip; ++k) {
-      mw_u32 *dst = (mw_u32 *)c->stk;
+      mw_u32 *dst = (mw_u32 *)(c->stk + off);
       for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
       c->index = k;
       c->resume = 0;
@@ -2561,7 +2601,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       c->fail_fut = 0;
       {
         MW_TASK_IN();
-        mw_dispatch(c, kind, c->stk);
+        mw_bulk_dispatch<JOIN>(c, kind, c->stk + off);
         MW_TASK_OUT();
       }
       __syncwarp();
@@ -2602,16 +2642,76 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
       }
     }
   }
-  if (c->lane == 0) {
-    MW_FENCE();
-    if (atomicSub(&h->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
-  }
+}
+
+/* Runs instances of a bulk frame that this worker took from the global queue until none are
+ * left to claim (mw_bulk_chunks); the last reference frees the frame. Collective. */
+__device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
+#ifdef MW_SIM
+  if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1; /* for a fault report: which task the warp ran */
+#endif
+  mw_bulk_chunks<false>(c, f, 0);
+  if (c->lane == 0) mw_bulk_drop(c, f);
   c->bulk = 0;
   c->index = 0;
 #ifdef MW_SIM
   if (c->lane == 0) c->gw->running = 0;
 #endif
   __syncwarp();
+}
+
+/* The await of one future h that is the latest bulk task its level spawned and still holds a
+ * reference to (protocol.h, Joining a bulk task): the warp runs the instances left to claim
+ * first, in a frame after the level's, then gives the reference back; the await goes on as
+ * usual (complete if the last instance finished meanwhile, else it suspends). Not while the
+ * level is to stop or a trace records runs. Collective. */
+__device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
+  mw_u32 go = 0;
+  if (c->lane == 0) {
+    mw_level *L = MW_LV(c);
+    mw_u32 f = L->bulk - 1u;
+    if (L->bulk && mw_frame(c, f)->fut == h) {
+      L->bulk = 0; /* the join's reference from here on */
+      mw_u32 coff = mw_round16(mw_await_off(c) + 8u);
+      if (!c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due && c->d + 1 < MW_LEVELS &&
+          coff + mw_kind(mw_frame(c, f)->kind)->frame_bytes <= MW_LSTACK_BYTES)
+        go = 1u | f << 1;
+      else
+        mw_bulk_drop(c, f);
+    }
+  }
+  go = mw_bcast(go);
+  if (!go) return;
+  const mw_u32 f = go >> 1, kind = c->kind, poff = c->off, resume = c->resume;
+#ifdef MW_SIM
+  const mw_u32 running = c->gw->running;
+  if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1;
+#endif
+  /* the instances run as level d + 1 with nothing of their own: they may not own children */
+  c->d++;
+  if (c->lane == 0) {
+    mw_level *K = MW_LV(c);
+    K->fut = 0;
+    K->children = 0;
+    K->flags = 0;
+    K->naw = K->cur = 0;
+    K->bulk = 0;
+  }
+  mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u));
+  if (c->lane == 0) mw_bulk_drop(c, f);
+  c->d--;
+  c->bulk = 0;
+  c->index = 0;
+#ifdef MW_SIM
+  if (c->lane == 0) c->gw->running = running;
+#endif
+  mw_u32 cx = 0;
+  if (c->lane == 0) cx = (MW_LV(c)->flags & MW_LV_CANCELLED) != 0;
+  c->kind = kind;
+  c->off = poff;
+  c->resume = resume;
+  mw_run_fresh(c);
+  c->cancelled = mw_bcast(cx);
 }
 
 /* The next task for this idle warp: its own newest record (a woken task runs where it woke, a
