@@ -518,6 +518,12 @@ char *mw__user_log(const char *log, const char *gen_path) {
       s = next; /* one of value(f)'s conversions, in a list of candidates */
       continue;
     }
+    const char *tally = glen ? find(s, e, " detected in the compilation of \"") : NULL;
+    if (tally && find(tally, e, gen_path)) { /* "3 errors detected in the compilation of "moonwarp.cu"." */
+      mw__sb_printf(&b, "%.*s detected.\n", (int)(tally - s), s);
+      s = next;
+      continue;
+    }
     if (find(s, e, " of moonwarp.cu)") && find(s, e, "(declared at line")) {
       s = next; /* a candidate declared in the generated code */
       continue;

@@ -176,18 +176,17 @@ task int pick(int x) {
 
   describe("include directories", function()
     local rt, dir
+    -- a runtime per test, one at a time: cuda runs one executor per device in a process
+    before_each(function() rt = support.runtime(backend) end)
+    after_each(function() rt:close() end)
     setup(function()
-      rt = support.runtime(backend)
       dir = temp_dir()
       write(dir .. "/opts_scale.h", "#pragma once\nstatic __device__ int scaled(int x) { return x * SCALE; }\n")
       write(dir .. "/opts_fast.h", "static __device__ int speed() { return 9; }\n")
       write(dir .. "/opts_slow.h", "static __device__ int speed() { return 1; }\n")
       write(dir .. "/opts_nested.h", '#include "opts_scale.h"\n')
     end)
-    teardown(function()
-      rt:close()
-      rm_dir(dir)
-    end)
+    teardown(function() rm_dir(dir) end)
 
     it("find a program's #include, under the program's defines", function()
       local p = compile(rt, '#include "opts_nested.h"\ntask int sc(int x) { return scaled(x); }\n',
@@ -208,20 +207,15 @@ task int how_fast() { return speed(); }
       -- would clash in one
       local fast = compile(rt, src, "fast.lua", { include_dirs = { dir }, defines = { FAST = true } })
       assert.equals(9, fast.how_fast():await(30))
-      local other = support.runtime(backend)
-      local ok, err = pcall(function()
-        local slow = compile(other, src, "slow.lua", { include_dirs = { dir } })
-        assert.equals(1, slow.how_fast():await(30))
-      end)
-      other:close()
-      assert(ok, err)
+      rt:close()
+      rt = support.runtime(backend)
+      local slow = compile(rt, src, "slow.lua", { include_dirs = { dir } })
+      assert.equals(1, slow.how_fast():await(30))
     end)
 
     it("are needed: without them the header is not found", function()
-      local other = support.runtime(backend)
-      local prog, err, code = other:compile('#include "opts_fast.h"\ntask int f() { return speed(); }\n',
+      local prog, err, code = rt:compile('#include "opts_fast.h"\ntask int f() { return speed(); }\n',
         "no_dirs.lua")
-      other:close()
       assert.is_nil(prog)
       assert.equals("ECOMPILE", code)
       assert.truthy(err:find("opts_fast.h", 1, true), err)
@@ -234,19 +228,17 @@ task int how_fast() { return speed(); }
       local buf = ffi.new("char[4096]")
       local cwd = ffi.string(assert(ffi.C.getcwd(buf, 4096)))
       local parent, base = dir:match("^(.*)/([^/]+)$")
-      local other = support.runtime(backend)
       local ok, err = pcall(function()
         assert(ffi.C.chdir(parent) == 0)
-        local p = compile(other, '#include "opts_fast.h"\ntask int rel() { return speed(); }\n',
+        local p = compile(rt, '#include "opts_fast.h"\ntask int rel() { return speed(); }\n',
           "relative.lua", { include_dirs = { base } })
         assert(ffi.C.chdir("/") == 0)
         -- the next program's compile compiles the first one again
-        local s = compile(other, "task int seven() { return 7; }\n", "after_chdir.lua")
+        local s = compile(rt, "task int seven() { return 7; }\n", "after_chdir.lua")
         assert.equals(9, p.rel():await(30))
         assert.equals(7, s.seven():await(30))
       end)
       ffi.C.chdir(cwd)
-      other:close()
       assert(ok, err)
     end)
   end)
@@ -478,6 +470,7 @@ task int flavour() { return FLAVOUR; }
     assert.is_nil(cubin)
     assert.equals("ECOMPILE", code)
     assert.truthy(log:find("nvrtc_define.cu(2)", 1, true), log)
-    assert.is_nil(log:find("moonwarp.cu(", 1, true), log)
+    assert.is_nil(log:find("moonwarp.cu", 1, true), log) -- NVRTC's tally names the generated file
+    assert.truthy(log:find("errors detected.", 1, true), log)
   end)
 end)

@@ -218,9 +218,7 @@ typedef struct mw_frame_hdr {
   mw_u32 flags;    /* enum mw_frame_flags */
   mw_u32 children; /* first owned child slot (index + 1), 0 = none */
   mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale) */
-  /* bulk: n instances share this frame; each queue entry holds one reference, each worker
-   * running its instances one, and the level that spawned it one while it may still join
-   * (mw_level.bulk) */
+  /* bulk: n instances share this frame; each queue entry or record holds one reference */
   mw_u32 bulk_n;
   mw_u32 bulk_next; /* next index to claim (atomicAdd; atomicExch to n when cancelled) */
   mw_u32 bulk_done; /* instances finished or skipped (atomicAdd); reaching n completes the future */
@@ -417,9 +415,9 @@ typedef struct mw_worker {
  *                   MW_STRAND_NS whatever its owner does (a spawner that computes on without
  *                   spawning or awaiting keeps it back at most that long)
  *   OWNED/TAKEN -> FREE  the claimer, after copying what it needs (cta-release)
- * A record is a spawn not yet run (MW_RF_SPAWN: kind, fut and args, and a frame reserved for it)
- * or a task with a frame that is runnable (a woken task; the waker's warp runs it next unless a
- * thief takes it). flags may be or'ed by the owner while the record is OWNED (MW_RF_CANCELLED), and
+ * A record is a spawn not yet run (MW_RF_SPAWN: kind, fut and args, and a frame reserved for it),
+ * a bulk task its spawner may join (MW_RF_BULK), or a task with a frame that is runnable (a
+ * woken task; the waker's warp runs it next unless a thief takes it). flags may be or'ed by the owner while the record is OWNED (MW_RF_CANCELLED), and
  * is read by the claimer after its claim.
  * The other parts (kid, lv, caches, counters) belong to the warp alone. */
 #define MW_CTA_WARPS 4u        /* worker warps per CTA */
@@ -434,8 +432,10 @@ enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_
 /* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a
  * spawn takes its frame from the warp's cache at once, so capacity is counted as before and a
  * record can always become a frame) but not written; else frame is a runnable task's.
- * MW_RF_CANCELLED: its owner cancelled the spawn: it completes cancelled without running. */
-enum mw_rec_flags { MW_RF_SPAWN = 1u, MW_RF_CANCELLED = 2u };
+ * MW_RF_CANCELLED: its owner cancelled the spawn: it completes cancelled without running.
+ * MW_RF_BULK: frame is a bulk task's, written and holding the record's reference, that its
+ * spawner may join (see Joining a bulk task); fut is 0; stealable as a spawn is. */
+enum mw_rec_flags { MW_RF_SPAWN = 1u, MW_RF_CANCELLED = 2u, MW_RF_BULK = 4u };
 
 typedef struct mw_rec {
   mw_u32 state;  /* seq << 4 | enum mw_rec_state */
@@ -495,19 +495,21 @@ typedef struct mw_level {
   mw_u32 off;       /* byte offset of its frame in the lane stacks */
   mw_u32 sibling;   /* its slot's sibling link (inline levels) */
   mw_u16 naw, cur;  /* the await in progress: futures, and the next one to look at */
-  mw_u32 bulk;      /* frame + 1 of the latest bulk task it spawned, while it holds a reference
-                     * to it (0: none): see Joining a bulk task */
+  mw_u32 bulk;      /* frame + 1 of the latest bulk task it spawned into a record (0: none), a
+                     * hint for its await: see Joining a bulk task */
 } mw_level; /* 56 bytes */
 
-/* Joining a bulk task. A level that spawns a bulk task of a leaf kind keeps one reference to
- * its frame (bulk_refs starts at 2: the queue entry and the spawner) in mw_level.bulk, and gives
- * it back when it spawns another bulk task, suspends, or finishes. An await of that future
- * alone, on the level's warp, first runs the instances left to claim there, with the same
- * claims (atomicAdd on bulk_next) as every worker the queue entry brought in, at the lane
- * stack's offset after the level's frame, then drops the reference and goes on as an await
- * does: the task completes when the last instance finishes, whoever ran it. So a stage of
- * a pipeline does not wait for an idle worker to find its queue entry. The reference is what
- * keeps the frame from being freed and reused under the join. */
+/* Joining a bulk task. A bulk task of a leaf kind that a task spawns goes to a record of the
+ * spawner's warp (MW_RF_BULK), not to the global queue, and the level notes its frame in
+ * mw_level.bulk. An await of that future alone claims the record (READY -> OWNED) and runs the
+ * instances on the awaiting warp, at the lane stack's offset after the level's frame, with the
+ * same claims (atomicAdd on bulk_next) and invitations as any worker running a bulk task: the
+ * record's reference is the join's, dropped when no instance is left to claim; then the await
+ * goes on as usual (the task completes when the last instance finishes, whoever ran it). So a
+ * stage of a pipeline does not wait for an idle worker to find it, nor its driver for a wake-up.
+ * A record that nobody joins is published as a spawn's is (stolen, aged, evicted, flushed, or
+ * run by its own warp next) and runs through the global path (mw_run_bulk). The note in
+ * mw_level.bulk is only a hint: the record is looked up by its frame and claimed by CAS. */
 
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];

@@ -1096,7 +1096,7 @@ enum { MW_PICK_STEAL = 0, MW_PICK_ANY = 1, MW_PICK_WOKEN = 2 };
  * (protocol.h, spawn records: stealable), or, for MW_PICK_WOKEN, is a runnable frame that
  * waited MW_STEAL_AGE_NS. */
 __device__ __forceinline__ bool mw_takeable(const mw_rec *r, mw_u32 prog, mw_u64 age, int mode) {
-  bool spawn = (r->flags & MW_RF_SPAWN) != 0;
+  bool spawn = (r->flags & (MW_RF_SPAWN | MW_RF_BULK)) != 0; /* a bulk task waits for its spawner's await as a spawn does */
   if (mode == MW_PICK_WOKEN) return !spawn && age >= MW_STEAL_AGE_NS;
   if (!spawn) return age >= MW_STEAL_AGE_NS;
   return (age >= MW_STEAL_AGE_NS && prog - r->calls >= 2u) || age >= MW_STRAND_NS;
@@ -1357,12 +1357,16 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       mw_frame_hdr_fresh(fh, kind, h, MW_FR_BULK, bulk_n);
       c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
       if (bulk_n && (ki->flags & MW_KIND_LEAF) && !MW_NO_BULK_JOIN) { /* protocol.h, Joining a bulk task */
-        mw_level *L = MW_LV(c);
-        if (L->bulk) mw_bulk_drop(c, L->bulk - 1);
-        fh->bulk_refs = 2;
-        L->bulk = f + 1;
-      }
-      if (bulk_n == 0) { /* nothing to run: complete now */
+        r = mw_rec_get(c);
+        mw_rec *rec = &MW_WS(c)->rec[r];
+        rec->frame = f;
+        rec->flags = MW_RF_BULK;
+        rec->kind = kind;
+        rec->fut = 0;
+        MW_FENCE(); /* the frame before the record: a thief may hand it to another CTA */
+        mw_rec_ready(c, r);
+        MW_LV(c)->bulk = f + 1;
+      } else if (bulk_n == 0) { /* nothing to run: complete now */
         mw_frame_free(c, f);
         mw_count(c, kind, MW_CNT_COMPLETED);
         mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
@@ -1699,10 +1703,6 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
   mw_u32 res = 0; /* 1: suspended, 2: cancelled */
   if (c->lane == 0) {
     mw_wstate *ws = MW_WS(c);
-    if (L->bulk) { /* it leaves the warp: it joins nothing more */
-      mw_bulk_drop(c, L->bulk - 1);
-      L->bulk = 0;
-    }
     mw_u32 f = L->frame, kind = L->kind;
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 s = MW_FUT_SLOT(L->fut);
@@ -2255,10 +2255,6 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   int code = 0;
   const char *msg = 0, *prefix = 0;
   char buf[MW_MSG_BYTES];
-  if (L->bulk) {
-    mw_bulk_drop(c, L->bulk - 1);
-    L->bulk = 0;
-  }
   if (c->cancelled || (L->flags & MW_LV_CANCELLED)) {
     status = MW_ST_CANCELLED;
     code = MW_FAIL_CANCELLED;
@@ -2660,24 +2656,34 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   __syncwarp();
 }
 
-/* The await of one future h that is the latest bulk task its level spawned and still holds a
- * reference to (protocol.h, Joining a bulk task): the warp runs the instances left to claim
- * first, in a frame after the level's, then gives the reference back; the await goes on as
+/* The await of one future h that is the latest bulk task its level spawned, still in its record
+ * (protocol.h, Joining a bulk task): the warp claims the record and runs the instances left to
+ * claim, in a frame after the level's, then drops the record's reference; the await goes on as
  * usual (complete if the last instance finished meanwhile, else it suspends). Not while the
- * level is to stop or a trace records runs. Collective. */
+ * level is to stop or a trace records runs: the record then runs as any other. Collective. */
 __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
   mw_u32 go = 0;
   if (c->lane == 0) {
+    mw_wstate *ws = MW_WS(c);
     mw_level *L = MW_LV(c);
-    mw_u32 f = L->bulk - 1u;
-    if (L->bulk && mw_frame(c, f)->fut == h) {
-      L->bulk = 0; /* the join's reference from here on */
-      mw_u32 coff = mw_round16(mw_await_off(c) + 8u);
-      if (!c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due && c->d + 1 < MW_LEVELS &&
-          coff + mw_kind(mw_frame(c, f)->kind)->frame_bytes <= MW_LSTACK_BYTES)
-        go = 1u | f << 1;
-      else
-        mw_bulk_drop(c, f);
+    const mw_u32 f = L->bulk - 1u;
+    mw_u32 coff = mw_round16(mw_await_off(c) + 8u);
+    if (L->bulk && !c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due &&
+        c->d + 1 < MW_LEVELS) {
+      L->bulk = 0;
+      for (mw_u32 i = 0; i < MW_RECS; ++i) {
+        mw_rec *r = &ws->rec[i];
+        mw_u32 st = mw_ld32(&r->state);
+        if (MW_REC_ST(st) != MW_REC_READY || !(r->flags & MW_RF_BULK) || r->frame != f) continue;
+        /* h's (read before the claim: a record that changed hands since fails the CAS) */
+        if (mw_frame(c, f)->fut != h || coff + mw_kind(r->kind)->frame_bytes > MW_LSTACK_BYTES) break;
+        if (atomicCAS(&r->state, st, (st & ~15u) | MW_REC_OWNED) == st) {
+          MW_FENCE_CTA();
+          mw_st32(&r->state, (st & ~15u) | MW_REC_FREE);
+          go = 1u | f << 1; /* the record's reference is the join's */
+        }
+        break;
+      }
     }
   }
   go = mw_bcast(go);
@@ -2789,8 +2795,21 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
   c->yield = 0;
   c->nest = 0;
   if (c->lane == 0 && MW_WS(c)->dirty) mw_flush_counts(c); /* what ran before, for the host */
-  if (rec) mw_root_from_rec(c, rec, 0, 0);
-  else if (mw_is_bulk(c, f)) return mw_run_bulk(c, f);
+  if (rec) {
+    mw_u32 bf = MW_NONE;
+    if (c->lane == 0 && (rec->flags & MW_RF_BULK)) { /* a bulk task nobody joined: its reference is ours */
+      bf = rec->frame;
+      MW_FENCE_CTA();
+      mw_st32(&rec->state, (rec->state & ~15u) | MW_REC_FREE);
+    }
+    bf = mw_bcast(bf);
+    if (bf != MW_NONE) {
+      if (c->lane == 0) MW_FENCE(); /* the frame (pairs with the spawner's fence before the record) */
+      __syncwarp();
+      return mw_run_bulk(c, bf);
+    }
+    mw_root_from_rec(c, rec, 0, 0);
+  } else if (mw_is_bulk(c, f)) return mw_run_bulk(c, f);
   else mw_root_from_frame(c, f, 0, 0);
   mw_run_chain(c);
 }
