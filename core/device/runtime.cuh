@@ -165,7 +165,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 16
+#define MW_NPROBES 22
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -187,7 +187,8 @@ struct mw_probe_scope {
 #endif
 enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
-       MW_PR_OUTCOME, MW_PR_EMPTY };
+       MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
+       MW_PR_INSTANCE };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 __device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) { return __shfl_sync(MW_FULL, v, 0); }
@@ -796,6 +797,7 @@ __device__ void mw_slot_result(mw_slot *sl, mw_u32 status, mw_u64 value, mw_u32 
 __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
                                               mw_u64 value, mw_u32 rtype, int code,
                                               const char *msg, const char *prefix) {
+  MW_PROBE(MW_PR_SLOT);
   mw_slot *sl = &c->slots[s];
   mw_slot_result(sl, status, value, rtype, code, msg, prefix);
   mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
@@ -1690,6 +1692,7 @@ again:
  * on each (protocol.h, join: Suspend) and leaves the warp, unless they all completed meanwhile
  * or a canceller came (then it goes on here). Collective. Returns true when it suspended. */
 __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
+  MW_PROBE(MW_PR_SUSPEND);
   mw_level *L = MW_LV(c);
   mw_u32 ok = 1;
   if (c->lane == 0 && L->frame == MW_NONE) {
@@ -2473,6 +2476,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
 /* Level lv from frame f (a plain task from the global queue or the inbox, or a woken one). A
  * frame that resumes after a suspension stops if a canceller woke it or asked. Collective. */
 __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
+  MW_PROBE(MW_PR_ROOT);
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = 0;
   if (c->lane == 0) {
@@ -2589,6 +2593,7 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
     if (c->trace_ev && !skip) mw_trace_begin(c, kind, fut, i);
     const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
     for (mw_u32 k = i; k < end && !skip; ++k) {
+      MW_PROBE(MW_PR_INSTANCE);
       mw_u32 *dst = (mw_u32 *)(c->stk + off);
       for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
       c->index = k;
@@ -2643,6 +2648,7 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
 /* Runs instances of a bulk frame that this worker took from the global queue until none are
  * left to claim (mw_bulk_chunks); the last reference frees the frame. Collective. */
 __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
+  MW_PROBE(MW_PR_BULK);
 #ifdef MW_SIM
   if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1; /* for a fault report: which task the warp ran */
 #endif
@@ -2662,6 +2668,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
  * usual (complete if the last instance finished meanwhile, else it suspends). Not while the
  * level is to stop or a trace records runs: the record then runs as any other. Collective. */
 __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
+  MW_PROBE(MW_PR_JOIN);
   mw_u32 go = 0;
   if (c->lane == 0) {
     mw_wstate *ws = MW_WS(c);
@@ -2962,7 +2969,9 @@ __device__ void mw_executor(mw_state *st) {
   if (c.lane == 0 && mw_probe_acc[c.cw][MW_PR_RUN][1]) {
     const char *names[MW_NPROBES] = {"run", "finish", "spawn", "await", "await_more", "after_await",
                                      "value", "release", "loop", "call_child", "rec_get", "tick",
-                                     "spawn_lane0", "complete", "outcome", "empty_probe"};
+                                     "spawn_lane0", "complete", "outcome", "empty_probe", "bulk_join",
+                                     "run_bulk", "suspend", "root_frame", "complete_slot",
+                                     "bulk_instance"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
