@@ -1,12 +1,13 @@
 -- suite.lua - the benchmark suite: each workload run by moonwarp, beside the launch-based
 -- baseline it competes with where one is available, in one run; prints a table with ratios and
 -- writes bench.csv and bench.svg.
---   luajit bench/suite.lua [--backend cuda|sim] [--out DIR] [--quick]
+--   luajit bench/suite.lua [--backend cuda|sim] [--out DIR] [--quick] [--workers N]
+-- (--workers: the executor's warps, the runtime's default otherwise: four per SM on cuda)
 -- Baselines come from bench/baselines.cu, built by scripts/gpu.sh with nvcc and named by
 -- $MW_BASELINES; where it is missing, the table says so instead of inventing a figure.
 local mw = require "moonwarp"
 
-local opts = { backend = nil, out = ".", quick = false }
+local opts = { backend = nil, out = ".", quick = false, workers = nil }
 do
   local i = 1
   while arg and arg[i] do
@@ -14,12 +15,13 @@ do
     if a == "--backend" then opts.backend = arg[i + 1]; i = i + 1
     elseif a == "--out" then opts.out = arg[i + 1]; i = i + 1
     elseif a == "--quick" then opts.quick = true
+    elseif a == "--workers" then opts.workers = assert(tonumber(arg[i + 1]), "--workers N"); i = i + 1
     else error("unknown argument " .. a) end
     i = i + 1
   end
 end
 
-local rt = assert(mw.runtime { backend = opts.backend, frame_bytes = 512 })
+local rt = assert(mw.runtime { backend = opts.backend, frame_bytes = 512, workers = opts.workers })
 local gpu = rt.backend == "cuda"
 local small = opts.quick or not gpu
 

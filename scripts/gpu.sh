@@ -3,7 +3,7 @@
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
 #   steps: examples specs bench soak sanitize (default: all), sweep (bench/core.lua and
-#   bench/hops.lua over worker counts, $SWEEP_WORKERS), and probes (the executor built with
+#   bench/hops.lua over worker counts, $SWEEP_WORKERS; the suite at $SUITE_WORKERS), and probes (the executor built with
 #   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
 #   $PROBE_VARIANTS names variants of the executor to time beside it; $BENCH_VARIANTS does the
@@ -91,6 +91,13 @@ if [[ $steps == *" sweep "* ]]; then
   for w in ${SWEEP_WORKERS:-4 16 132 528 1056}; do
     timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/sweep.txt"
     timeout 60 luajit bench/hops.lua cuda 2000 $w 2>&1 | tee -a "$out/sweep.txt"
+  done
+  # $SUITE_WORKERS: the whole suite at other worker counts (more warps per SM for bulk work)
+  for w in ${SUITE_WORKERS:-}; do
+    echo "# suite, $w workers" | tee -a "$out/sweep.txt"
+    mkdir -p "$out/workers-$w"
+    timeout 200 luajit bench/suite.lua --backend cuda --workers $w --out "$out/workers-$w" 2>&1 | tee -a "$out/sweep.txt" |
+      grep -E "^(bulk|pipeline|dynamic|dependent|fork|round trip|host spawns)|bench on"
   done
 fi
 if [[ $steps == *" probes "* ]]; then
