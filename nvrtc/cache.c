@@ -308,6 +308,17 @@ corrupt:
   return MW_EAGAIN;
 }
 
+int mw__cache_remove(const char *key, const char *ext) {
+  char path[PATH_MAX];
+  const char *dir;
+  int rc;
+  if (!key || !ext || !valid_key(key, strlen(key)) || !valid_ext(ext)) return MW_EINVAL;
+  if (!(dir = mw__cache_dir())) return 0;
+  if ((rc = entry_path(path, sizeof path, dir, key, ext)) != 0) return rc;
+  unlink(path);
+  return 0;
+}
+
 /* ---- eviction ---- */
 
 typedef struct entry_info {

@@ -35,6 +35,11 @@ int mw__cache_get(const char *key, const char *ext, void **data, size_t *size);
  * entry could not be written, which callers may ignore, MW_EINVAL, MW_ENOMEM. */
 int mw__cache_put(const char *key, const char *ext, const void *data, size_t size);
 
+/* Removes the entry key.ext, if there is one: a payload that passed its checksum but that the
+ * caller could not use (a program that does not load), so that the next build makes it
+ * afresh. 0, also when there is none or the cache is off; MW_EINVAL for a malformed key or ext. */
+int mw__cache_remove(const char *key, const char *ext);
+
 /* $MOONWARP_DUMP_DIR, created on demand, where generated sources are written for users to
  * read; NULL when unset or empty or when it cannot be created. Per-thread buffer as above. */
 const char *mw__cache_dump_dir(void);

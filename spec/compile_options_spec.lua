@@ -421,6 +421,39 @@ describe("the compile cache with options #sim", function()
     expect(opts(1), "201", 4)  -- the header changed: compiled again
     expect(opts(1), "201", 4)
   end)
+
+  it("removes a cached build that does not load and builds it again", function()
+    write(dir .. "/opts_value.h", "#define H 100\n")
+    local options = ("{ include_dirs = { %q }, defines = { V = 5 } }"):format(dir)
+    local status, out = run_once(options)
+    assert.equals(0, status, out)
+    assert.equals(1, entries())
+    -- the entry, rewritten whole and well-formed (size and checksum right) around a payload that
+    -- is not a shared object: what another version or a changed system could leave
+    local p = io.popen("ls " .. q(cache) .. "/*.so")
+    local path = p:read("*l")
+    p:close()
+    local ffi = require "ffi"
+    pcall(ffi.cdef, [[int crypto_generichash(unsigned char *out, size_t outlen, const unsigned char *in,
+      unsigned long long inlen, const unsigned char *key, size_t keylen);]])
+    local sodium = ffi.load("sodium")
+    local payload = "not a shared object"
+    local digest = ffi.new("unsigned char[32]")
+    assert.equals(0, sodium.crypto_generichash(digest, 32, payload, #payload, nil, 0))
+    local size = ""
+    for i = 0, 7 do size = size .. string.char(i < 4 and bit.band(bit.rshift(#payload, 8 * i), 255) or 0) end
+    local f = assert(io.open(path, "wb"))
+    f:write("MWC1\0\0\0\0", size, ffi.string(digest, 32), payload)
+    f:close()
+    status, out = run_once(options)
+    assert.equals(0, status, out)
+    assert.equals("105", out)
+    f = assert(io.open(path, "rb"))
+    local rebuilt = f:read("*a")
+    f:close()
+    assert.is_nil(rebuilt:find(payload, 1, true), "the entry was not built again")
+    assert.is_true(#rebuilt > 1000)
+  end)
 end)
 
 describe("NVRTC with compile options, without a GPU", function()

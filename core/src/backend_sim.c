@@ -244,7 +244,7 @@ static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
   unsigned *proto = dlsym(so, "mw_sim_protocol");
   if (!img->kernel || !img->run_warp || !img->set_abort_flag || !proto ||
       *proto != MW_PROTOCOL_VERSION) {
-    mw__rt_error(rt, "the sim program lacks its entry points (stale cache entry?)");
+    mw__rt_error(rt, "the sim program lacks its entry points");
     dlclose(so);
     img->so = NULL;
     return MW_ECOMPILE;
@@ -276,10 +276,20 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
   int rc = 0;
   void *data = NULL;
   size_t size = 0;
+  sim_image img = {0};
+  int loaded = 0;
   if (mw__cache_get(key, "so", &data, &size) == 0) {
-    rc = mw__write_file_atomic(so, data, size) ? MW_EIO : 0;
+    /* a cached program that does not load (made by another version, a changed system) is
+     * removed and made afresh */
+    loaded = mw__write_file_atomic(so, data, size) == 0 && load_image(rt, so, &img) == 0;
     free(data);
-  } else {
+    data = NULL;
+    if (!loaded) {
+      mw__cache_remove(key, "so");
+      rt->err[0] = 0;
+    }
+  }
+  if (!loaded) {
     if (mw__write_file_atomic(cpp, source, strlen(source))) {
       rc = MW_EIO;
       mw__rt_error(rt, "cannot write %s", cpp);
@@ -307,13 +317,10 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
       }
     }
   }
+  if (!rc && !loaded) rc = load_image(rt, so, &img);
   if (!rc) {
-    sim_image img = {0};
-    rc = load_image(rt, so, &img);
-    if (!rc) {
-      if (be->next.so) dlclose(be->next.so);
-      be->next = img;
-    }
+    if (be->next.so) dlclose(be->next.so);
+    be->next = img;
   }
   unlink(cpp);
   unlink(so);
