@@ -1545,6 +1545,21 @@ __device__ bool mw_finish_plain(mw_ctx *c) {
   return true;
 }
 
+/* Level d's run goes on after something ran above it on this warp from its await (a leaf child,
+ * a bulk task's instances): its kind, frame offset and resume point as they were, a fresh
+ * outcome. It was running its body, not failed, not cancelled when it started that; a
+ * cancellation that came meanwhile (the periodic work marks the levels) stops it at its await
+ * as on the trampoline. Collective. */
+__device__ __forceinline__ void mw_level_back(mw_ctx *c, mw_u32 kind, mw_u32 off, mw_u32 resume) {
+  mw_u32 cx = 0;
+  if (c->lane == 0) cx = (MW_LV(c)->flags & MW_LV_CANCELLED) != 0;
+  c->kind = kind;
+  c->off = off;
+  c->resume = resume;
+  mw_run_fresh(c);
+  c->cancelled = mw_bcast(cx);
+}
+
 /* Runs the child in record r, claimed by this warp (OWNED), at once as level d + 1, from the
  * await of level d: set up as mw_call_child does, run through mw_dispatch_leaf, finished, and
  * level d's run goes on with its state as it was. The child never awaits, so it ends in this
@@ -1577,16 +1592,7 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   if (c->lane == 0 && !mw_finish_plain(c)) mw_finish_level(c);
   __syncwarp();
   c->d--;
-  /* level d was running its body, not failed, not cancelled when it claimed the child; a
-   * cancellation that came meanwhile (the child's periodic work marks the levels) stops it at
-   * its await as on the trampoline */
-  mw_u32 cx = 0;
-  if (c->lane == 0) cx = (MW_LV(c)->flags & MW_LV_CANCELLED) != 0;
-  c->kind = kind;
-  c->off = poff;
-  c->resume = resume;
-  mw_run_fresh(c);
-  c->cancelled = mw_bcast(cx);
+  mw_level_back(c, kind, poff, resume);
 }
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
@@ -2718,13 +2724,7 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
 #ifdef MW_SIM
   if (c->lane == 0) c->gw->running = running;
 #endif
-  mw_u32 cx = 0;
-  if (c->lane == 0) cx = (MW_LV(c)->flags & MW_LV_CANCELLED) != 0;
-  c->kind = kind;
-  c->off = poff;
-  c->resume = resume;
-  mw_run_fresh(c);
-  c->cancelled = mw_bcast(cx);
+  mw_level_back(c, kind, poff, resume);
 }
 
 /* The next task for this idle warp: its own newest record (a woken task runs where it woke, a
