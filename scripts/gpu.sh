@@ -46,8 +46,6 @@ if want bench; then
   step "compile: NVRTC time of the bench programs (cold), ptxas -v and SASS size of their kernel"
   rm -rf /tmp/mw-dump && mkdir -p /tmp/mw-dump
   MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR=/tmp/mw-dump timeout 120 luajit bench/compile.lua cuda 2>&1 | tee -a "$out/bench.txt"
-  # again: the first compile of a fresh machine pays for loading NVRTC and its headers
-  MOONWARP_NO_CACHE=1 timeout 120 luajit bench/compile.lua cuda 2>&1 | sed 's/^/again: /' | tee -a "$out/bench.txt"
   gen=$(ls /tmp/mw-dump/*.cu 2>/dev/null | head -1)
   if [ -n "$gen" ]; then
     timeout 120 nvcc -cubin -arch=native -lineinfo -DMW_CUDA=1 -Xptxas -v "$gen" -o /tmp/mw-dump/k.cubin 2>&1 |
