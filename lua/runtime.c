@@ -296,9 +296,28 @@ static int locate_in_caller(lua_State *L, const char *src, size_t len, char *fil
   return line;
 }
 
+/* Whether a compile reports on stderr what it compiles and how long it took: the option
+ * verbose = true | false at optidx (0: none), else $MOONWARP_VERBOSE set to anything but "" or
+ * "0". */
+static int compile_verbose(lua_State *L, int optidx) {
+  const char *env = getenv("MOONWARP_VERBOSE");
+  int verbose = env && *env && strcmp(env, "0") != 0;
+  if (!optidx) return verbose;
+  lua_getfield(L, optidx, "verbose");
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TBOOLEAN)
+      luaL_argerror(L, optidx, lua_pushfstring(L, "option 'verbose' must be true or false, got %s",
+                                                  mwl_typename(L, -1)));
+    verbose = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return verbose;
+}
+
 /* Compiles src; optidx is where the options table is (0: none). */
 static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, const char *name,
                    int optidx) {
+  static const char *const own[] = {"verbose", NULL}; /* options of the binding's own */
   mw_compile_desc desc;
   mw_program *p = NULL;
   int rc;
@@ -311,12 +330,24 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
     r->progs_cap = cap;
   }
   memset(&desc, 0, sizeof desc);
-  if (optidx) mwl_compile_options(L, optidx, &desc, NULL); /* holds its strings on the stack */
+  if (optidx) mwl_compile_options(L, optidx, &desc, own); /* holds its strings on the stack */
+  int verbose = compile_verbose(L, optidx);
   desc.filename = chunk_filename(name);
   char here[1024];
   if (name == NULL && (desc.first_line = locate_in_caller(L, src, len, here, sizeof here)) > 0)
     desc.filename = here;
+  const char *what = desc.filename ? desc.filename : "a program";
+  double t0 = mwl_now();
+  if (verbose) {
+    fprintf(stderr, "moonwarp: compiling %s on %s...\n", what, mw_runtime_backend(r->rt));
+    fflush(stderr);
+  }
   rc = mw_program_compile(r->rt, src, &desc, &p);
+  if (verbose) {
+    if (rc < 0) fprintf(stderr, "moonwarp: %s: %s after %.2f s\n", what, mw_err_name(rc), mwl_now() - t0);
+    else fprintf(stderr, "moonwarp: %s ready in %.2f s\n", what, mwl_now() - t0);
+    fflush(stderr);
+  }
   if (rc < 0 && optidx) mwl_option_error(L, optidx, rc, mw_runtime_last_error(r->rt));
   if (rc < 0) return mwl_fail_rt(L, r, rc);
   r->progs[r->nprogs++] = p;

@@ -265,7 +265,7 @@ describe("bad compile options #sim", function()
   local rows = {
     { 5, "options must be a table, got number" },
     { { defines = { N = 1 }, optimise = true },
-      "unknown option 'optimise' (options: defines, include_dirs, debug)" },
+      "unknown option 'optimise' (options: verbose, defines, include_dirs, debug)" },
     { { defines = "N=1" }, "option 'defines' must be a table of NAME = value, got string" },
     { { defines = { "N=1" } }, "option 'defines': key 1 is not a name (write defines = { NAME = value })" },
     { { defines = { ["N-1"] = 1 } }, "option 'defines': 'N-1' is not an identifier" },
@@ -292,6 +292,7 @@ describe("bad compile options #sim", function()
     { { include_dirs = { "spec/support.lua" } }, "option 'include_dirs': 'spec/support.lua' is not a directory" },
     { { debug = 1 }, "option 'debug' must be true or false, got number" },
     { { debug = "lineinfo" }, "option 'debug' must be true or false, got string" },
+    { { verbose = 1 }, "option 'verbose' must be true or false, got number" },
   }
   for _, row in ipairs(rows) do
     local opts, want = row[1], row[2]
@@ -318,6 +319,49 @@ describe("bad compile options #sim", function()
     assert.is_not_nil(support.error_of(function() return rt:compile(SRC, "x.lua", { defines = { lane = 1 } }) end))
     local p = compile(rt, SRC, "after_bad.lua", { defines = {} })
     assert.equals(1, p.one():await(30))
+  end)
+end)
+
+describe("a verbose compile #sim", function()
+  local paths = "LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) .. " "
+  -- compiles a one-line program in a fresh process (cache off: a real compile); env is put
+  -- before the command, options is Lua source; returns the exit status and stdout+stderr
+  local function run(env, options, src)
+    local script = [[
+      local mw = require "moonwarp"
+      local rt = assert(mw.runtime { backend = "sim", workers = 2 })
+      local p, err = rt:compile(]] .. ("%q"):format(src or "task int one() { return 1; }\n") ..
+      [[, "verbose_prog.lua", ]] .. options .. [[)
+      if p then io.write("result ", p.one():await(30), "\n") else io.write("failed\n") end
+      rt:close()
+    ]]
+    return support.run(paths .. "MOONWARP_NO_CACHE=1 " .. env .. " luajit -e " .. q(script))
+  end
+
+  it("says what it compiles and how long it took when MOONWARP_VERBOSE is set", function()
+    local status, out = run("MOONWARP_VERBOSE=1", "nil")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("moonwarp: compiling verbose_prog.lua on sim...", 1, true), out)
+    assert.truthy(out:match("moonwarp: verbose_prog%.lua ready in %d+%.%d%d s"), out)
+    assert.truthy(out:find("result 1", 1, true), out)
+  end)
+
+  it("says nothing unless asked, or with MOONWARP_VERBOSE=0, or with verbose = false", function()
+    for _, case in ipairs { { "", "nil" }, { "MOONWARP_VERBOSE=0", "nil" },
+                             { "MOONWARP_VERBOSE=1", "{ verbose = false }" } } do
+      local status, out = run(case[1], case[2])
+      assert.equals(0, status, out)
+      assert.is_nil(out:find("moonwarp:", 1, true), out)
+      assert.truthy(out:find("result 1", 1, true), out)
+    end
+  end)
+
+  it("is an option too, and reports a compile that fails with its error's name", function()
+    local status, out = run("", "{ verbose = true }", "task int one() { return nope; }\n")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("moonwarp: compiling verbose_prog.lua on sim...", 1, true), out)
+    assert.truthy(out:match("moonwarp: verbose_prog%.lua: ECOMPILE after %d+%.%d%d s"), out)
+    assert.truthy(out:find("failed", 1, true), out)
   end)
 end)
 

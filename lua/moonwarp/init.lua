@@ -37,8 +37,9 @@
 --            event loops), rt:poll() (processes them; drains the fd)
 --   options  of a compile: { defines = { NAME = number | string | boolean } (this program's
 --            macros: true is 1, false leaves NAME undefined), include_dirs = { dir, ... },
---            debug = true (NVRTC -G, sim -g -O0) }; include_dirs and debug apply to the
---            runtime's whole compile (all its programs are compiled together)
+--            debug = true (NVRTC -G, sim -g -O0), verbose = true (what it compiles and how
+--            long it took, on stderr; also $MOONWARP_VERBOSE=1) }; include_dirs and debug
+--            apply to the runtime's whole compile (all its programs are compiled together)
 --   program  prog.<task>, prog:task(name), prog:tasks()
 --   task     task(...) spawns; task:bulk(n, ...) spawns n instances (index 0..n-1);
 --            task:spawn_many(n, args [, {futures = false}]) spawns n times (args(i) or args[i]);
