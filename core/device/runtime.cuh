@@ -2562,10 +2562,11 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   for (;;) {
-    if (JOIN) { /* the level that joined stops claiming when it is to stop (the periodic work) */
-      mw_tick(c);
-      if (c->cancelled || c->yield) break;
-    }
+    /* a joining level keeps up its periodic work (polling, its levels' cancellation, the host's
+     * stop), and claims on until no instance is left: until its first claim invited others, no
+     * one else may reach the frame, so a join that stopped early could leave instances nobody
+     * runs. Its cancellation or a stop takes effect at the await, after the join. */
+    if (JOIN) mw_tick(c);
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
     if (mw_bcast(c->lane == 0 ? (mw_u32)mw_poll_due(c) : 0u)) {
