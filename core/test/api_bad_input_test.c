@@ -42,6 +42,20 @@ static void expect_named(const char *what, const char *arg) {
 
 #define EXPECT(call, want) expect_int(#call, (call), (want))
 
+/* Compiles src with cd, runs its task 0 and checks that it returns want. */
+static void expect_runs(mw_runtime *rt, const char *src, const mw_compile_desc *cd, long long want,
+                        const char *what) {
+  mw_program *q = NULL;
+  mw_future f = 0;
+  mw_result res;
+  memset(&res, 0, sizeof res);
+  EXPECT(mw_program_compile(rt, src, cd, &q), 0);
+  EXPECT(q ? mw_spawn(rt, q, 0, NULL, 0, 5, &f) : MW_EINVAL, 0);
+  EXPECT(f ? mw_future_await(rt, f, 30, &res) : MW_EINVAL, 0);
+  expect_true(what, res.status == MW_OK && res.value.i == want);
+  if (f) EXPECT(mw_future_release(rt, f), 0);
+}
+
 static const char *SRC = "task int sq(int x) { return x * x; }\n"
                          "task void fill(int *p) { if (lane == 0) p[index] = (int)index; }\n"
                          "task int hold(int *flag) { long long t0 = clock64();\n"
@@ -336,27 +350,12 @@ int main(void) {
     }
     const char *defs[] = {"N=40", "ONE"}, *dirs[] = {dir};
     mw_compile_desc cd = {"opts.c", NULL, 1, defs, 2, dirs, 1, 1};
-    mw_program *q = NULL;
-    EXPECT(mw_program_compile(rt,
-                              "#include \"api_opts.h\"\n"
-                              "task int opt() { return N + ONE + FROM_HEADER; }\n",
-                              &cd, &q),
-           0);
-    EXPECT(q ? mw_spawn(rt, q, 0, NULL, 0, 5, &f) : MW_EINVAL, 0);
-    EXPECT(mw_future_await(rt, f, 30, &res), 0);
-    expect_true("the defines and the header make opt() 141", res.value.i == 141);
-    EXPECT(mw_future_release(rt, f), 0);
+    expect_runs(rt, "#include \"api_opts.h\"\ntask int opt() { return N + ONE + FROM_HEADER; }\n", &cd,
+                141, "the defines and the header make opt() 141");
     /* the define is the first program's own: a second one without it does not see N */
     mw_compile_desc plain = {.filename = "plain.c", .first_line = 1};
-    EXPECT(mw_program_compile(rt,
-                              "task int plain() {\n#ifdef N\n  return -1;\n#else\n  return 7;\n"
-                              "#endif\n}\n",
-                              &plain, &q),
-           0);
-    EXPECT(q ? mw_spawn(rt, q, 0, NULL, 0, 5, &f) : MW_EINVAL, 0);
-    EXPECT(mw_future_await(rt, f, 30, &res), 0);
-    expect_true("a define stays in its program", res.value.i == 7);
-    EXPECT(mw_future_release(rt, f), 0);
+    expect_runs(rt, "task int plain() {\n#ifdef N\n  return -1;\n#else\n  return 7;\n#endif\n}\n", &plain,
+                7, "a define stays in its program");
     unlink(header);
     rmdir(dir);
   }
