@@ -324,8 +324,12 @@ end)
 
 describe("a verbose compile #sim", function()
   local paths = "LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) .. " "
-  -- compiles a one-line program in a fresh process (cache off: a real compile); env is put
-  -- before the command, options is Lua source; returns the exit status and stdout+stderr
+  local cache
+  setup(function() cache = temp_dir() end)
+  teardown(function() rm_dir(cache) end)
+  -- compiles a one-line program in a fresh process (a cache of its own: the first run compiles,
+  -- the others load, and both report); env is put before the command, options is Lua source;
+  -- returns the exit status and stdout+stderr
   local function run(env, options, src)
     local script = [[
       local mw = require "moonwarp"
@@ -335,7 +339,7 @@ describe("a verbose compile #sim", function()
       if p then io.write("result ", p.one():await(30), "\n") else io.write("failed\n") end
       rt:close()
     ]]
-    return support.run(paths .. "MOONWARP_NO_CACHE=1 " .. env .. " luajit -e " .. q(script))
+    return support.run(paths .. "MOONWARP_CACHE_DIR=" .. q(cache) .. " " .. env .. " luajit -e " .. q(script))
   end
 
   it("says what it compiles and how long it took when MOONWARP_VERBOSE is set", function()
