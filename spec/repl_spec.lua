@@ -277,10 +277,12 @@ describe("the moonwarp command on a terminal #sim #slow", function()
   -- Control keys are sent once the session rests at its prompt: typed ahead while a line runs
   -- (the terminal in its cooked mode then), Ctrl-D is an end of file readline does not see and
   -- Ctrl-C interrupts that line. Ordinary text may be typed ahead.
-  local function quit(p)
+  -- (wait: seconds for the session to end; a task that runs on is abandoned at the close
+  -- deadline, 10 s, and a sanitizer build tears down slowly)
+  local function quit(p, wait)
     p:settle("mw> ")
     p:send("\4") -- Ctrl-D at an empty prompt ends the session
-    local code, why = p:wait(20)
+    local code, why = p:wait(wait or 20)
     assert.equals(0, code, (why or "") .. "\n" .. p:text())
   end
 
@@ -371,7 +373,7 @@ describe("the moonwarp command on a terminal #sim #slow", function()
       p:expect("mw> ")
       p:send("3 * 3\r")
       p:expect("\n9\n")
-      quit(p)
+      quit(p, 60) -- spin runs on (it never spawns or awaits): the close abandons it
     end)
 
   it("says once that line editing needs lua-readline when it cannot load it, and works without",
