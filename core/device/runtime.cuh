@@ -2542,12 +2542,23 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
   mw_dispatch_leaf(c, kind, frame);
 }
 
+/* A level that joins a bulk task of at most this many instances runs them all itself, with no
+ * claims or invitations (0: it always claims and invites as the workers do, to compare). */
+#ifndef MW_JOIN_ALONE
+#define MW_JOIN_ALONE 4u
+#endif
+
 /* Runs instances of bulk frame f (this worker holds a reference) until none are left to claim,
  * each in a copy of the frame at byte off of the lane stacks; the worker that finishes the last
  * instance completes the future. A cancelled bulk task runs no more instances: the worker that
  * sees the request claims the rest and skips them. c->kind, c->off and c->bulk are set for the
- * instances; the caller restores what it needs. Collective. */
-template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off) {
+ * instances; the caller restores what it needs. Collective. Returns true when it stopped with
+ * instances maybe left (a joining level that is to stop): the caller hands the frame on.
+ * Alone (a join of a bulk task nobody else can reach: its record claimed, nothing invited, at
+ * most MW_JOIN_ALONE instances), the counters are this warp's: no claims, no invitations; it
+ * runs every instance, looking for the task's cancellation before each. */
+template <bool JOIN>
+__device__ __noinline__ bool mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, bool alone) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
@@ -2561,10 +2572,11 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
+  mw_u32 next = 0; /* alone: the next instance */
   for (;;) {
-    if (JOIN) { /* the level that joined stops claiming when it is to stop (the periodic work) */
+    if (JOIN && !alone) { /* the level that joined stops claiming when it is to stop (the periodic work) */
       mw_tick(c);
-      if (c->cancelled || c->yield) break;
+      if (c->cancelled || c->yield) return true;
     }
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
@@ -2574,7 +2586,11 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
     }
     mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
-      if (mw_cancel_asked(c, fut)) {
+      if (JOIN && alone) {
+        i = next;
+        skip = i < n && mw_cancel_asked(c, fut);
+        next = skip ? n : i + chunk;
+      } else if (mw_cancel_asked(c, fut)) {
         i = atomicExch(&h->bulk_next, n); /* [i, n) is ours to skip; later claims find n */
         skip = 1;
       } else {
@@ -2624,9 +2640,16 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
       }
     }
     if (c->trace_ev && !skip) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
+    mw_u32 completed = 0;
     if (c->lane == 0) {
-      MW_FENCE();
-      if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
+      bool last;
+      if (JOIN && alone) {
+        last = end == n;
+      } else {
+        MW_FENCE();
+        last = atomicAdd(&h->bulk_done, end - i) + (end - i) == n;
+      }
+      if (last) {
         mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
         mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
         mw_u32 fl = mw_ld32(&h->flags);
@@ -2647,8 +2670,11 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
         if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)src);
         if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
       }
+      completed = last;
     }
+    if (mw_bcast(completed)) return false; /* every instance claimed and finished */
   }
+  return false;
 }
 
 /* Runs instances of a bulk frame that this worker took from the global queue until none are
@@ -2658,7 +2684,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
 #ifdef MW_SIM
   if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1; /* for a fault report: which task the warp ran */
 #endif
-  mw_bulk_chunks<false>(c, f, 0);
+  mw_bulk_chunks<false>(c, f, 0, false);
   if (c->lane == 0) mw_bulk_drop(c, f);
   c->bulk = 0;
   c->index = 0;
@@ -2693,7 +2719,7 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
         if (atomicCAS(&r->state, st, (st & ~15u) | MW_REC_OWNED) == st) {
           MW_FENCE_CTA();
           mw_st32(&r->state, (st & ~15u) | MW_REC_FREE);
-          go = 1u | f << 1; /* the record's reference is the join's */
+          go = 1u | (mw_frame(c, f)->bulk_n <= MW_JOIN_ALONE) << 1 | f << 2; /* the record's reference is the join's */
         }
         break;
       }
@@ -2701,7 +2727,8 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
   }
   go = mw_bcast(go);
   if (!go) return;
-  const mw_u32 f = go >> 1, kind = c->kind, poff = c->off, resume = c->resume;
+  const mw_u32 f = go >> 2, kind = c->kind, poff = c->off, resume = c->resume;
+  const bool alone = (go >> 1) & 1u;
 #ifdef MW_SIM
   const mw_u32 running = c->gw->running;
   if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1;
@@ -2716,8 +2743,12 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
     K->naw = K->cur = 0;
     K->bulk = 0;
   }
-  mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u));
-  if (c->lane == 0) mw_bulk_drop(c, f);
+  const bool left = mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u), alone);
+  if (c->lane == 0) {
+    if (left) mw_gq_push(c->st, f); /* to stop: the rest goes to the workers, with the reference */
+    else if (alone) mw_frame_free(c, f); /* the only reference, and nobody else saw the frame */
+    else mw_bulk_drop(c, f);
+  }
   c->d--;
   c->bulk = 0;
   c->index = 0;
