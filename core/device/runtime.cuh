@@ -890,12 +890,15 @@ __device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, 
   c->trace_run.fut = fut;
   c->trace_run.arg = arg;
   c->trace_run.t0 = MW_GLOBALTIMER();
+  c->trace_run.t1 = 0;
 }
 
-/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. A run that
+ * suspended took its end time before it registered (mw_suspend): after that another worker may
+ * resume the task and record the next run's start. */
 __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
   mw_trace_ev *r = &c->trace_run;
-  r->t1 = MW_GLOBALTIMER();
+  if (end != MW_TR_AWAIT || !r->t1) r->t1 = MW_GLOBALTIMER();
   r->end = (mw_u8)end;
   r->n = (mw_u8)n;
   mw_u64 k = c->trace_n++;
@@ -1739,6 +1742,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     mw_u32 n = L->naw - L->cur;
     mw_u64 ep = mw_ld64(&fh->join) & 0xffffffff00000000ull;
     mw_st64(&fh->join, ep | (MW_JOIN_HOLD + n));
+    if (c->trace_ev) c->trace_run.t1 = MW_GLOBALTIMER(); /* the run's end, before anyone can resume it */
     /* the frame before any registration, and join before reading the own CANCEL bit: SC,
      * pairs with the canceller's fence (protocol.h, Cancellation) */
     __threadfence();
@@ -1763,6 +1767,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     if (res == 1) {
       ws->depth = c->d; /* the level has left the warp */
     } else {
+      if (c->trace_ev) c->trace_run.t1 = 0; /* it goes on: its run has not ended */
       MW_FENCE();
       L->bad = mw_ld64(&fh->await_f[0]); /* completions noted their failures there */
       L->cur = L->naw;
