@@ -591,25 +591,24 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
                    desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
   if (rc) {
     if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
-    mw__set_error_str(rt->err);
-    mw__parsed_free(&defs);
-    program_free(p);
-    return rc;
+    goto fail_reported;
   }
+  /* p->parsed takes the defines over */
   p->parsed.ndefines = defs.ndefines;
   p->parsed.def_names = defs.def_names;
   p->parsed.def_values = defs.def_values;
+  memset(&defs, 0, sizeof defs);
   p->debug = desc && desc->debug;
   if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
     mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
-    program_free(p);
-    return MW_ECAPACITY;
+    rc = MW_ECAPACITY;
+    goto fail;
   }
   for (int i = 0; i < p->parsed.ntasks; ++i) p->parsed.tasks[i].kind = rt->nkinds + (uint32_t)i;
   mw_program **progs = realloc(rt->progs, sizeof *progs * (size_t)(rt->nprogs + 1));
   if (!progs) {
-    program_free(p);
-    return MW_ENOMEM;
+    rc = MW_ENOMEM;
+    goto fail;
   }
   rt->progs = progs;
   p->index = rt->nprogs;
@@ -644,15 +643,17 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
         snprintf(rt->err, sizeof rt->err, "%s", why);
     }
   }
-  if (rc) {
-    mw__set_error_str(rt->err);
-    program_free(p);
-    return rc;
-  }
+  if (rc) goto fail_reported;
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
   *out = p;
   return 0;
+fail_reported: /* rt->err says why */
+  mw__set_error_str(rt->err);
+fail:
+  mw__parsed_free(&defs); /* the defines p->parsed has not taken over */
+  program_free(p);
+  return rc;
 }
 
 MW_API int mw_program_task_count(const mw_program *p) {
