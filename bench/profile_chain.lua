@@ -2,12 +2,13 @@
 -- and nothing else, for a profiler to sample (ncu --replay-mode application, see bench/NOTES.md)
 -- or for the executor's probes (MOONWARP_PROBES=1, scripts/gpu.sh probes).
 --   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline]
---   (defaults: auto, 20000, 4, chain; for pipeline, hops is the number of pipelines of batch 1)
+--   (defaults: auto, 20000, 4, chain; workers 0: the runtime's default; for pipeline, hops is the
+--   number of pipelines of batch 1, each spawned and awaited from the host)
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what = arg[4] or "chain"
 assert(what == "chain" or what == "pipeline", "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline]")
-local rt = assert(mw.runtime { backend = backend, workers = workers, frame_bytes = 512 })
+local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
 local t0 = mw.now()

@@ -303,17 +303,70 @@ static int fetch_image(nvrtc_program prog, int cubin, void **out, size_t *n, cha
   return 0;
 }
 
+/* The options of a compile in *all (malloc'd) and *nall: the target (written in arch_opt, which
+ * *all points to), line information unless the caller asks for full debug information, C++17,
+ * then the caller's. */
+static int compile_options(char *arch_opt, size_t arch_len, int target, int cubin,
+                           const char *const *opts, int nopts, const char ***all, int *nall) {
+  enum { FIXED_OPTS = 3 };
+  int i, debug = 0, n = 0;
+
+  snprintf(arch_opt, arch_len, "--gpu-architecture=%s_%d", cubin ? "sm" : "compute", target);
+  if (!(*all = malloc(sizeof **all * (size_t)(FIXED_OPTS + nopts)))) return MW_ENOMEM;
+  /* full debug information (-G) has the lines already: ptxas would warn of both */
+  for (i = 0; i < nopts; i++) debug |= !strcmp(opts[i], "-G") || !strcmp(opts[i], "--device-debug");
+  (*all)[n++] = arch_opt;
+  if (!debug) (*all)[n++] = "-lineinfo";
+  (*all)[n++] = "--std=c++17";
+  for (i = 0; i < nopts; i++) (*all)[n++] = opts[i];
+  *nall = n;
+  return 0;
+}
+
+/* Creates the NVRTC program of src in *prog (NULL on failure, with a message in *log when log). */
+static int create_program(nvrtc_program *prog, const char *src, const char *name, char **log) {
+  nvrtc_result r = nv.CreateProgram(prog, src, name ? name : "<string>", 0, NULL, NULL);
+  if (r != NVRTC_OK) {
+    *prog = NULL;
+    int rc = code_of(r);
+    if (log) *log = format("nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
+    return rc;
+  }
+  return 0;
+}
+
+/* Compiles prog with the options all; *text gets its log, or on failure the message of it. */
+static int compile_program(nvrtc_program prog, const char *const *all, int nall, char **text) {
+  nvrtc_result r = nv.CompileProgram(prog, nall, all);
+  *text = program_log(prog);
+  if (r != NVRTC_OK) {
+    int rc = code_of(r);
+    *text = compile_failure(r, all, nall, *text);
+    return rc;
+  }
+  return 0;
+}
+
+/* Hands text to *log (frees it when log is NULL); an out-of-memory or compile failure that left no
+ * text gets a message of its own. */
+static void hand_log(int rc, char *text, char **log) {
+  if (rc == MW_ENOMEM && !text) text = format("out of memory while compiling");
+  if (rc == MW_ECOMPILE && !text) text = format("compilation failed and NVRTC wrote no log");
+  if (log)
+    *log = text;
+  else
+    free(text);
+}
+
 int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *const *opts,
                       int nopts, void **image, size_t *size, int *is_cubin, char **log) {
-  enum { FIXED_OPTS = 3 };
   char msg[1024], arch_opt[64];
   const char **all = NULL;
   char *text = NULL;
   void *out = NULL;
   size_t n = 0;
   nvrtc_program prog = NULL;
-  nvrtc_result r;
-  int rc, target = 0, cubin = 0, i, debug = 0, nall = 0;
+  int rc, target = 0, cubin = 0, nall = 0;
 
   if (image) *image = NULL;
   if (size) *size = 0;
@@ -328,47 +381,18 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
     return rc;
   }
 
-  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d", cubin ? "sm" : "compute",
-           target);
-  if (!(all = malloc(sizeof *all * (size_t)(FIXED_OPTS + nopts)))) {
-    rc = MW_ENOMEM;
-    goto done;
-  }
-  /* full debug information (-G) has the lines already: ptxas would warn of both */
-  for (i = 0; i < nopts; i++) debug |= !strcmp(opts[i], "-G") || !strcmp(opts[i], "--device-debug");
-  all[nall++] = arch_opt;
-  if (!debug) all[nall++] = "-lineinfo";
-  all[nall++] = "--std=c++17";
-  for (i = 0; i < nopts; i++) all[nall++] = opts[i];
-
-  r = nv.CreateProgram(&prog, src, name ? name : "<string>", 0, NULL, NULL);
-  if (r != NVRTC_OK) {
-    prog = NULL;
-    rc = code_of(r);
-    if (log) *log = format("nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
-    goto done;
+  if ((rc = compile_options(arch_opt, sizeof arch_opt, target, cubin, opts, nopts, &all,
+                            &nall)) == 0 &&
+      (rc = create_program(&prog, src, name, log)) == 0 &&
+      (rc = compile_program(prog, all, nall, &text)) == 0 &&
+      (rc = fetch_image(prog, cubin, &out, &n, &text)) == 0) {
+    *image = out;
+    *size = n;
+    *is_cubin = cubin;
   }
 
-  r = nv.CompileProgram(prog, nall, all);
-  text = program_log(prog);
-  if (r != NVRTC_OK) {
-    rc = code_of(r);
-    text = compile_failure(r, all, nall, text);
-    goto done;
-  }
-  if ((rc = fetch_image(prog, cubin, &out, &n, &text)) != 0) goto done;
-  *image = out;
-  *size = n;
-  *is_cubin = cubin;
-
-done:
   if (prog) nv.DestroyProgram(&prog);
   free(all);
-  if (rc == MW_ENOMEM && !text) text = format("out of memory while compiling");
-  if (rc == MW_ECOMPILE && !text) text = format("compilation failed and NVRTC wrote no log");
-  if (log)
-    *log = text;
-  else
-    free(text);
+  hand_log(rc, text, log);
   return rc;
 }

@@ -2,7 +2,7 @@
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
-#   steps: examples specs bench soak sanitize (default: all), sweep (bench/core.lua and
+#   steps: examples specs bench soak sanitize (default: all), quick ($QUICK_VARIANTS), sweep (bench/core.lua and
 #   bench/hops.lua over worker counts, $SWEEP_WORKERS; the suite at $SUITE_WORKERS), and probes (the executor built with
 #   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
@@ -115,6 +115,17 @@ if [[ $steps == *" probes "* ]]; then
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
     done
     MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
+  done
+fi
+if [[ $steps == *" quick "* ]]; then
+  # a few seconds per variant of the executor ($QUICK_VARIANTS, "-" the default): pipelines of
+  # batch 1 and a chain of hops on all workers, for a change measured where the suite cannot fit
+  step "quick: pipelines and hops per variant"
+  for v in ${QUICK_VARIANTS:--}; do
+    [ "$v" = - ] && v=
+    echo "# variant: ${v:-default}" | tee -a "$out/quick.txt"
+    MOONWARP_DEVICE_DEFINE=$v timeout 60 luajit bench/profile_chain.lua cuda 4000 0 pipeline 2>&1 | tee -a "$out/quick.txt"
+    MOONWARP_DEVICE_DEFINE=$v timeout 60 luajit bench/profile_chain.lua cuda 20000 0 2>&1 | tee -a "$out/quick.txt"
   done
 fi
 if want soak; then

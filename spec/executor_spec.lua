@@ -130,60 +130,62 @@ support.each_backend(function(backend)
   end)
 
   -- a task that awaits the bulk task it spawned runs its instances itself (protocol.h, Joining
-  -- a bulk task); the frame's reference is given back on every path
-  describe("a task awaiting its bulk task", function()
-    local rt, prog, x, y
-    local n = 1000
-    setup(function()
-      rt = support.runtime(backend)
-      prog = support.compile(rt, SOURCE, "executor_tasks.cu")
-      x, y = rt:buffer("int32", n), rt:buffer("int32", n)
-    end)
-    teardown(function() rt:close() end)
-    -- frames in use go back to what they were (they are counted when a warp flushes its counters)
-    local function settles(before)
-      local deadline = mw.now() + 10
-      while rt:stats().frames_in_use ~= before and mw.now() < deadline do end
-      assert.equals(before, rt:stats().frames_in_use)
-    end
-    local function clear(b)
-      local t = {}
-      for i = 1, n do t[i] = 0 end
-      b:write(t)
-    end
-
-    it("runs many in a row, each complete when the await returns", function()
-      clear(x)
-      local before = rt:stats().frames_in_use
-      assert.equals(200, prog.bulk_rounds(x, n, 200):await(60))
-      settles(before)
-    end)
-
-    it("awaits the first of two after the second replaced it as the one to join", function()
-      clear(x)
-      clear(y)
-      local before = rt:stats().frames_in_use
-      assert.equals(n * (n + 1), prog.two_bulks(x, y, n):await(60))
-      settles(before)
-    end)
-
-    it("gives the frame back when the task ends without awaiting it", function()
-      clear(x)
-      local before = rt:stats().frames_in_use
-      for _ = 1, 20 do assert.equals(1, prog.bulk_unawaited(x, n):await(60)) end
-      settles(before)
-    end)
-
-    it("fails with the failed instance's message", function()
-      local before = rt:stats().frames_in_use
-      for bad = 0, 15 do
-        local ok, err = pcall(function() return prog.bulk_fails(x, n, bad):await(60) end)
-        assert.is_false(ok)
-        assert.matches("instance failed on purpose", tostring(err))
+  -- a bulk task): alone when they are few (200 items: 4 instances), with the workers it invites
+  -- when they are more (1000 items: 16); the frame's reference is given back on every path
+  for _, n in ipairs { 200, 1000 } do
+    describe(("a task awaiting its bulk task of %d instances"):format(math.floor((n + 63) / 64)), function()
+      local rt, prog, x, y
+      setup(function()
+        rt = support.runtime(backend)
+        prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+        x, y = rt:buffer("int32", n), rt:buffer("int32", n)
+      end)
+      teardown(function() rt:close() end)
+      -- frames in use go back to what they were (they are counted when a warp flushes its counters)
+      local function settles(before)
+        local deadline = mw.now() + 10
+        while rt:stats().frames_in_use ~= before and mw.now() < deadline do end
+        assert.equals(before, rt:stats().frames_in_use)
       end
-      settles(before)
+      local function clear(b)
+        local t = {}
+        for i = 1, n do t[i] = 0 end
+        b:write(t)
+      end
+
+      it("runs many in a row, each complete when the await returns", function()
+        clear(x)
+        local before = rt:stats().frames_in_use
+        assert.equals(200, prog.bulk_rounds(x, n, 200):await(60))
+        settles(before)
+      end)
+
+      it("awaits the first of two after the second replaced it as the one to join", function()
+        clear(x)
+        clear(y)
+        local before = rt:stats().frames_in_use
+        assert.equals(n * (n + 1), prog.two_bulks(x, y, n):await(60))
+        settles(before)
+      end)
+
+      it("gives the frame back when the task ends without awaiting it", function()
+        clear(x)
+        local before = rt:stats().frames_in_use
+        for _ = 1, 20 do assert.equals(1, prog.bulk_unawaited(x, n):await(60)) end
+        settles(before)
+      end)
+
+      it("fails with the failed instance's message", function()
+        local before = rt:stats().frames_in_use
+        for bad = 0, math.floor((n + 63) / 64) - 1 do
+          local ok, err = pcall(function() return prog.bulk_fails(x, n, bad):await(60) end)
+          assert.is_false(ok)
+          assert.matches("instance failed on purpose", tostring(err))
+        end
+        settles(before)
+      end)
     end)
-  end)
+  end
 
   describe("a refused relaunch", function()
     it("leaves every worker at work; a later load succeeds", function()

@@ -890,12 +890,15 @@ __device__ __noinline__ void mw_trace_begin(mw_ctx *c, mw_u32 kind, mw_u64 fut, 
   c->trace_run.fut = fut;
   c->trace_run.arg = arg;
   c->trace_run.t0 = MW_GLOBALTIMER();
+  c->trace_run.t1 = 0;
 }
 
-/* Its end: the event goes to the worker's buffer, or is counted as dropped. */
+/* Its end: the event goes to the worker's buffer, or is counted as dropped. A run that
+ * suspended took its end time before it registered (mw_suspend): after that another worker may
+ * resume the task and record the next run's start. */
 __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
   mw_trace_ev *r = &c->trace_run;
-  r->t1 = MW_GLOBALTIMER();
+  if (end != MW_TR_AWAIT || !r->t1) r->t1 = MW_GLOBALTIMER();
   r->end = (mw_u8)end;
   r->n = (mw_u8)n;
   mw_u64 k = c->trace_n++;
@@ -1739,6 +1742,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     mw_u32 n = L->naw - L->cur;
     mw_u64 ep = mw_ld64(&fh->join) & 0xffffffff00000000ull;
     mw_st64(&fh->join, ep | (MW_JOIN_HOLD + n));
+    if (c->trace_ev) c->trace_run.t1 = MW_GLOBALTIMER(); /* the run's end, before anyone can resume it */
     /* the frame before any registration, and join before reading the own CANCEL bit: SC,
      * pairs with the canceller's fence (protocol.h, Cancellation) */
     __threadfence();
@@ -1763,6 +1767,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     if (res == 1) {
       ws->depth = c->d; /* the level has left the warp */
     } else {
+      if (c->trace_ev) c->trace_run.t1 = 0; /* it goes on: its run has not ended */
       MW_FENCE();
       L->bad = mw_ld64(&fh->await_f[0]); /* completions noted their failures there */
       L->cur = L->naw;
@@ -2542,12 +2547,22 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
   mw_dispatch_leaf(c, kind, frame);
 }
 
+/* A level that joins a bulk task of at most this many instances runs them all itself, with no
+ * claims or invitations (0: it always claims and invites as the workers do, to compare). */
+#ifndef MW_JOIN_ALONE
+#define MW_JOIN_ALONE 4u
+#endif
+
 /* Runs instances of bulk frame f (this worker holds a reference) until none are left to claim,
  * each in a copy of the frame at byte off of the lane stacks; the worker that finishes the last
  * instance completes the future. A cancelled bulk task runs no more instances: the worker that
  * sees the request claims the rest and skips them. c->kind, c->off and c->bulk are set for the
- * instances; the caller restores what it needs. Collective. */
-template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off) {
+ * instances; the caller restores what it needs. Collective.
+ * Alone (a join of a bulk task nobody else can reach: its record claimed, nothing invited, at
+ * most MW_JOIN_ALONE instances), the counters are this warp's: no claims, no invitations; it
+ * runs every instance, looking for the task's cancellation before each. */
+template <bool JOIN>
+__device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, bool alone) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
@@ -2561,12 +2576,14 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
   chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
+  mw_u32 next = 0; /* alone: the next instance */
   for (;;) {
     /* a joining level keeps up its periodic work (polling, its levels' cancellation, the host's
      * stop), and claims on until no instance is left: until its first claim invited others, no
      * one else may reach the frame, so a join that stopped early could leave instances nobody
-     * runs. Its cancellation or a stop takes effect at the await, after the join. */
-    if (JOIN) mw_tick(c);
+     * runs. Its cancellation or a stop takes effect at the await, after the join. Alone, it
+     * looks for the task's cancellation before each instance and needs no other work. */
+    if (JOIN && !alone) mw_tick(c);
     /* a poller goes on taking from the inbox while it runs a long bulk task: host spawns and
      * cancel requests (this task's own included) are not held up by it */
     if (mw_bcast(c->lane == 0 ? (mw_u32)mw_poll_due(c) : 0u)) {
@@ -2575,7 +2592,11 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
     }
     mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
-      if (mw_cancel_asked(c, fut)) {
+      if (JOIN && alone) {
+        i = next;
+        skip = i < n && mw_cancel_asked(c, fut);
+        next = skip ? n : i + chunk;
+      } else if (mw_cancel_asked(c, fut)) {
         i = atomicExch(&h->bulk_next, n); /* [i, n) is ours to skip; later claims find n */
         skip = 1;
       } else {
@@ -2625,9 +2646,16 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
       }
     }
     if (c->trace_ev && !skip) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
+    mw_u32 completed = 0;
     if (c->lane == 0) {
-      MW_FENCE();
-      if (atomicAdd(&h->bulk_done, end - i) + (end - i) == n) {
+      bool last;
+      if (JOIN && alone) {
+        last = end == n;
+      } else {
+        MW_FENCE();
+        last = atomicAdd(&h->bulk_done, end - i) + (end - i) == n;
+      }
+      if (last) {
         mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
         mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
         mw_u32 fl = mw_ld32(&h->flags);
@@ -2648,7 +2676,9 @@ template <bool JOIN> __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u
         if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)src);
         if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
       }
+      completed = last;
     }
+    if (mw_bcast(completed)) return; /* every instance claimed and finished */
   }
 }
 
@@ -2659,7 +2689,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
 #ifdef MW_SIM
   if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1; /* for a fault report: which task the warp ran */
 #endif
-  mw_bulk_chunks<false>(c, f, 0);
+  mw_bulk_chunks<false>(c, f, 0, false);
   if (c->lane == 0) mw_bulk_drop(c, f);
   c->bulk = 0;
   c->index = 0;
@@ -2694,7 +2724,7 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
         if (atomicCAS(&r->state, st, (st & ~15u) | MW_REC_OWNED) == st) {
           MW_FENCE_CTA();
           mw_st32(&r->state, (st & ~15u) | MW_REC_FREE);
-          go = 1u | f << 1; /* the record's reference is the join's */
+          go = 1u | (mw_frame(c, f)->bulk_n <= MW_JOIN_ALONE) << 1 | f << 2; /* the record's reference is the join's */
         }
         break;
       }
@@ -2702,7 +2732,8 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
   }
   go = mw_bcast(go);
   if (!go) return;
-  const mw_u32 f = go >> 1, kind = c->kind, poff = c->off, resume = c->resume;
+  const mw_u32 f = go >> 2, kind = c->kind, poff = c->off, resume = c->resume;
+  const bool alone = (go >> 1) & 1u;
 #ifdef MW_SIM
   const mw_u32 running = c->gw->running;
   if (c->lane == 0) c->gw->running = mw_frame(c, f)->kind + 1;
@@ -2717,8 +2748,11 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
     K->naw = K->cur = 0;
     K->bulk = 0;
   }
-  mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u));
-  if (c->lane == 0) mw_bulk_drop(c, f);
+  mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u), alone);
+  if (c->lane == 0) {
+    if (alone) mw_frame_free(c, f); /* the only reference, and nobody else saw the frame */
+    else mw_bulk_drop(c, f);
+  }
   c->d--;
   c->bulk = 0;
   c->index = 0;

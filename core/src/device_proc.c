@@ -182,6 +182,52 @@ static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint
   }
 }
 
+/* While the executor runs and no request waits: publishes its end, else waits a little for a
+ * request. */
+static void watch_executor(server *sv, int fd) {
+  int q = sv->o->query(sv->rt);
+  if (q != 1) {
+    publish(sv->st, q, q < 0 ? sv->rt->err : NULL);
+    sv->running = 0;
+    return;
+  }
+  struct timespec ts = {0, MW_LINK_POLL_US * 1000L};
+  struct pollfd p = {fd, POLLIN, 0};
+  ppoll(&p, 1, &ts, NULL);
+}
+
+/* Receives the payload of q in *data (malloc'd; left NULL when q has none); nonzero when the
+ * library has gone or there is no memory for it. */
+static int recv_payload(int fd, const mw__req *q, void **data) {
+  if (q->len) {
+    *data = malloc(q->len);
+    if (!*data || recv_all(fd, *data, q->len, -1)) return 1;
+  }
+  return 0;
+}
+
+/* OP_CLOSE: closes the backend if it was opened, then acknowledges. */
+static void serve_close(server *sv, int fd, void *data) {
+  free(data);
+  if (sv->opened) sv->o->close(sv->rt);
+  reply(fd, 0, NULL, 0, 0, NULL, 0);
+}
+
+/* Carries out request q (with its payload data and descriptor passed, both released here) and
+ * sends the reply; nonzero when the reply could not be sent. */
+static int answer(server *sv, int fd, const mw__req *q, void *data, int passed) {
+  sv->rt->err[0] = 0;
+  uint64_t a = 0, b = 0;
+  void *out = NULL;
+  size_t outlen = 0;
+  int rc = serve_one(sv, q, &data, passed, &a, &b, &out, &outlen);
+  if (passed >= 0) close(passed);
+  free(data);
+  int sent = reply(fd, rc, sv->rt->err, a, b, out, outlen);
+  free(out);
+  return sent;
+}
+
 /* Serves requests on fd until OP_CLOSE or until the library goes away; between requests,
  * watches the executor while it runs. Runs in the device process. */
 static int serve(int fd, mw__link_status *st) {
@@ -190,41 +236,19 @@ static int serve(int fd, mw__link_status *st) {
   sv.rt->ops = sv.o;
   for (;;) {
     if (!wait_fd(fd, POLLIN, sv.running ? 0 : -1)) {
-      int q = sv.o->query(sv.rt);
-      if (q != 1) {
-        publish(st, q, q < 0 ? sv.rt->err : NULL);
-        sv.running = 0;
-        continue;
-      }
-      struct timespec ts = {0, MW_LINK_POLL_US * 1000L};
-      struct pollfd p = {fd, POLLIN, 0};
-      ppoll(&p, 1, &ts, NULL);
+      watch_executor(&sv, fd);
       continue;
     }
     mw__req q;
     int passed = -1;
     if (recv_req(fd, &q, &passed)) break; /* the library has gone */
     void *data = NULL;
-    if (q.len) {
-      data = malloc(q.len);
-      if (!data || recv_all(fd, data, q.len, -1)) break;
-    }
+    if (recv_payload(fd, &q, &data)) break;
     if (q.op == MW_OP_CLOSE) {
-      free(data);
-      if (sv.opened) sv.o->close(sv.rt);
-      reply(fd, 0, NULL, 0, 0, NULL, 0);
+      serve_close(&sv, fd, data);
       return 0;
     }
-    sv.rt->err[0] = 0;
-    uint64_t a = 0, b = 0;
-    void *out = NULL;
-    size_t outlen = 0;
-    int rc = serve_one(&sv, &q, &data, passed, &a, &b, &out, &outlen);
-    if (passed >= 0) close(passed);
-    free(data);
-    int sent = reply(fd, rc, sv.rt->err, a, b, out, outlen);
-    free(out);
-    if (sent) break;
+    if (answer(&sv, fd, &q, data, passed)) break;
   }
   /* the library went away without OP_CLOSE: the context goes with this process */
   return 0;

@@ -97,13 +97,10 @@ _Static_assert(offsetof(mw_state, stop_arrived) == offsetof(mw_state, stop) + 4 
                    offsetof(mw_state, hungry) == offsetof(mw_state, stop) + 8,
                "stop_arrived and hungry follow stop: one copy resets them (protocol.h, Stopping)");
 
-static int alloc_state(mw_runtime *rt) {
+/* Pinned rings and control block: the host and the device both reach them. */
+static int alloc_rings(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   int rc;
-  size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
-  /* frames, and the invitations of bulk tasks: up to MW_BULK_FANOUT (2) per worker, twice over */
-  uint32_t gq_cap = pow2_at_least((uint64_t)nf + 4 * mw + 16);
-  /* pinned rings and control block */
   if ((rc = o->alloc_pinned(rt, sizeof(mw_control), (void **)&rt->ctl, &rt->ctl_dev))) return rc;
   memset((void *)rt->ctl, 0, sizeof(mw_control));
   rt->inbox_cap = INBOX_CAP;
@@ -117,8 +114,13 @@ static int alloc_state(mw_runtime *rt) {
                             &rt->comp_dev)))
     return rc;
   memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
+  return 0;
+}
 
-  /* device arrays; on sim also the CTAs' shared state (on the GPU it is on chip) */
+/* Device arrays; on sim also the CTAs' shared state (on the GPU it is on chip). */
+static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
+  const mw__backend_ops *o = rt->ops;
+  size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
   uint32_t nctas = (uint32_t)((mw + MW_CTA_WARPS - 1) / MW_CTA_WARPS);
   int sim = o == &mw__backend_sim;
   struct {
@@ -138,67 +140,88 @@ static int alloc_state(mw_runtime *rt) {
       {&rt->sim_cta_dev, sim ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
+  int rc;
   for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i)
     if (arrays[i].bytes && (rc = o->alloc(rt, arrays[i].bytes, arrays[i].dev))) return rc;
+  return 0;
+}
 
-  /* initial contents, built on the host in chunks */
-  size_t chunk = 1u << 16;
-  void *tmp = malloc(chunk * sizeof(mw_slot) > gq_cap * 8ull ? chunk * sizeof(mw_slot) : chunk * sizeof(mw_slot));
+/* Fills buf, zeroed, with the elements [first, first + n) of an array of count elements. */
+typedef void fill_fn(void *buf, size_t first, size_t n, size_t count);
+
+/* future slots: generation 0, closed, so a handle of generation 1 reads as "not started" */
+static void fill_closed(void *buf, size_t first, size_t n, size_t count) {
+  (void)first;
+  (void)count;
+  mw_slot *s = buf;
+  for (size_t i = 0; i < n; ++i) s[i].ctl = MW_CTL_CLOSED;
+}
+
+/* a free list of every element: each links to the next by its index + 1, the last holds 0 */
+static void fill_links(void *buf, size_t first, size_t n, size_t count) {
+  uint32_t *l = buf;
+  for (size_t i = 0; i < n; ++i) l[i] = first + i + 1 < count ? (uint32_t)(first + i + 2) : 0;
+}
+
+/* the same list in the high words of 64-bit elements */
+static void fill_high_links(void *buf, size_t first, size_t n, size_t count) {
+  uint64_t *q = buf;
+  for (size_t i = 0; i < n; ++i) q[i] = first + i + 1 < count ? (uint64_t)(first + i + 2) << 32 : 0;
+}
+
+/* element i holds i */
+static void fill_index(void *buf, size_t first, size_t n, size_t count) {
+  (void)count;
+  uint64_t *q = buf;
+  for (size_t i = 0; i < n; ++i) q[i] = first + i;
+}
+
+/* Sets the count elements of size bytes of the device array at dev: built on the host a chunk
+ * at a time, zeroed, then given to fill where it is not NULL. */
+static int fill_array(mw_runtime *rt, uint64_t dev, size_t count, size_t size, fill_fn *fill) {
+  const size_t chunk = (size_t)1 << 16;
+  if (!count) return 0;
+  void *tmp = malloc((count < chunk ? count : chunk) * size);
   if (!tmp) return MW_ENOMEM;
-  /* slots: generation 0, closed, so a handle of generation 1 reads as "not started" */
-  for (size_t b = 0; b < ns && !rc; b += chunk) {
-    size_t n = ns - b < chunk ? ns - b : chunk;
-    mw_slot *s = tmp;
-    memset(s, 0, n * sizeof *s);
-    for (size_t i = 0; i < n; ++i) s[i].ctl = MW_CTL_CLOSED;
-    rc = o->h2d(rt, rt->slots_dev + b * sizeof(mw_slot), s, n * sizeof *s);
-  }
-  /* free lists: frames 0..nf-1; device slots host_slots..ns-1; links hold index + 1 */
-  for (size_t b = 0; b < nf && !rc; b += chunk) {
-    size_t n = nf - b < chunk ? nf - b : chunk;
-    uint32_t *l = tmp;
-    for (size_t i = 0; i < n; ++i) l[i] = (b + i + 1 < nf) ? (uint32_t)(b + i + 2) : 0;
-    rc = o->h2d(rt, rt->frame_next_dev + b * 4, l, n * 4);
-  }
-  for (size_t b = 0; b < ns && !rc; b += chunk) {
-    size_t n = ns - b < chunk ? ns - b : chunk;
-    uint32_t *l = tmp;
-    for (size_t i = 0; i < n; ++i) l[i] = (b + i + 1 < ns) ? (uint32_t)(b + i + 2) : 0;
-    rc = o->h2d(rt, rt->slot_next_dev + b * 4, l, n * 4);
-  }
-  for (size_t b = 0; b < gq_cap && !rc; b += chunk) {
-    size_t n = gq_cap - b < chunk ? gq_cap - b : chunk;
-    uint64_t *q = tmp;
-    for (size_t i = 0; i < n; ++i) q[i] = b + i;
-    rc = o->h2d(rt, rt->gq_seq_dev + b * 8, q, n * 8);
-  }
-  /* waiter nodes: all free, linked through their high words (protocol.h, waiter nodes) */
-  for (size_t b = 0; b < rt->nnodes && !rc; b += chunk) {
-    size_t n = rt->nnodes - b < chunk ? rt->nnodes - b : chunk;
-    uint64_t *q = tmp;
-    for (size_t i = 0; i < n; ++i) q[i] = (b + i + 1 < rt->nnodes) ? (uint64_t)(b + i + 2) << 32 : 0;
-    rc = o->h2d(rt, rt->nodes_dev + b * 8, q, n * 8);
-  }
-  for (size_t b = 0; b < rt->host_slots && !rc; b += chunk) {
-    size_t n = rt->host_slots - b < chunk ? rt->host_slots - b : chunk;
-    memset(tmp, 0, n * 4);
-    rc = o->h2d(rt, rt->hrefs_dev + b * 4, tmp, n * 4);
+  int rc = 0;
+  for (size_t b = 0; b < count && !rc; b += chunk) {
+    size_t n = count - b < chunk ? count - b : chunk;
+    memset(tmp, 0, n * size);
+    if (fill) fill(tmp, b, n, count);
+    rc = rt->ops->h2d(rt, dev + b * size, tmp, n * size);
   }
   free(tmp);
-  if (rc) return rc;
-  mw_worker *ws = calloc(mw, sizeof *ws);
-  void *zero = calloc(mw * MW_MAX_KINDS, sizeof(mw_stat_row));
-  if (!ws || !zero) {
-    free(ws);
-    free(zero);
-    return MW_ENOMEM;
-  }
-  rc = o->h2d(rt, rt->workers_dev, ws, mw * sizeof *ws);
-  if (!rc) rc = o->h2d(rt, rt->stats_dev, zero, mw * MW_MAX_KINDS * sizeof(mw_stat_row));
-  free(ws);
-  free(zero);
-  if (rc) return rc;
+  return rc;
+}
 
+/* Initial contents of the device arrays, built on the host in chunks. */
+static int fill_arrays(mw_runtime *rt, uint32_t gq_cap) {
+  size_t mw = rt->max_workers;
+  struct {
+    uint64_t dev;
+    size_t count, size;
+    fill_fn *fill;
+  } fills[] = {
+      {rt->slots_dev, rt->nslots, sizeof(mw_slot), fill_closed},
+      /* free lists: frames 0..nf-1; device slots host_slots..ns-1 (slot_head skips the host's) */
+      {rt->frame_next_dev, rt->nframes, sizeof(uint32_t), fill_links},
+      {rt->slot_next_dev, rt->nslots, sizeof(uint32_t), fill_links},
+      {rt->gq_seq_dev, gq_cap, sizeof(uint64_t), fill_index},
+      /* waiter nodes: all free, linked through their high words (protocol.h, waiter nodes) */
+      {rt->nodes_dev, rt->nnodes, sizeof(uint64_t), fill_high_links},
+      {rt->hrefs_dev, rt->host_slots, sizeof(uint32_t), NULL},
+      {rt->workers_dev, mw, sizeof(mw_worker), NULL},
+      {rt->stats_dev, mw * MW_MAX_KINDS, sizeof(mw_stat_row), NULL},
+  };
+  int rc;
+  for (size_t i = 0; i < sizeof fills / sizeof fills[0]; ++i)
+    if ((rc = fill_array(rt, fills[i].dev, fills[i].count, fills[i].size, fills[i].fill)))
+      return rc;
+  return 0;
+}
+
+/* The mw_state fields: sizes, where each array is and the heads of the free lists. */
+static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   mw_state *st = &rt->state;
   memset(st, 0, sizeof *st);
   st->nframes = rt->nframes;
@@ -227,9 +250,20 @@ static int alloc_state(mw_runtime *rt) {
   st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
   st->nnodes = rt->nnodes;
   st->node_head = rt->nnodes ? 1 : 0;
-  st->frame_head = nf ? 1 : 0;
-  st->slot_head = ns > rt->host_slots ? rt->host_slots + 1 : 0;
-  return o->h2d(rt, rt->state_dev, st, sizeof *st);
+  st->frame_head = rt->nframes ? 1 : 0;
+  st->slot_head = rt->nslots > rt->host_slots ? rt->host_slots + 1 : 0;
+  return rt->ops->h2d(rt, rt->state_dev, st, sizeof *st);
+}
+
+/* The executor's state: its rings, its device arrays and their contents, and mw_state. */
+static int alloc_state(mw_runtime *rt) {
+  /* frames, and the invitations of bulk tasks: up to MW_BULK_FANOUT (2) per worker, twice over */
+  uint32_t gq_cap = pow2_at_least((uint64_t)rt->nframes + 4ull * rt->max_workers + 16);
+  int rc = alloc_rings(rt);
+  if (!rc) rc = alloc_arrays(rt, gq_cap);
+  if (!rc) rc = fill_arrays(rt, gq_cap);
+  if (!rc) rc = init_state(rt, gq_cap);
+  return rc;
 }
 
 static void free_state(mw_runtime *rt) {
@@ -557,25 +591,24 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
                    desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
   if (rc) {
     if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
-    mw__set_error_str(rt->err);
-    mw__parsed_free(&defs);
-    program_free(p);
-    return rc;
+    goto fail_reported;
   }
+  /* p->parsed takes the defines over */
   p->parsed.ndefines = defs.ndefines;
   p->parsed.def_names = defs.def_names;
   p->parsed.def_values = defs.def_values;
+  memset(&defs, 0, sizeof defs);
   p->debug = desc && desc->debug;
   if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
     mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
-    program_free(p);
-    return MW_ECAPACITY;
+    rc = MW_ECAPACITY;
+    goto fail;
   }
   for (int i = 0; i < p->parsed.ntasks; ++i) p->parsed.tasks[i].kind = rt->nkinds + (uint32_t)i;
   mw_program **progs = realloc(rt->progs, sizeof *progs * (size_t)(rt->nprogs + 1));
   if (!progs) {
-    program_free(p);
-    return MW_ENOMEM;
+    rc = MW_ENOMEM;
+    goto fail;
   }
   rt->progs = progs;
   p->index = rt->nprogs;
@@ -610,15 +643,17 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
         snprintf(rt->err, sizeof rt->err, "%s", why);
     }
   }
-  if (rc) {
-    mw__set_error_str(rt->err);
-    program_free(p);
-    return rc;
-  }
+  if (rc) goto fail_reported;
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
   *out = p;
   return 0;
+fail_reported: /* rt->err says why */
+  mw__set_error_str(rt->err);
+fail:
+  mw__parsed_free(&defs); /* the defines p->parsed has not taken over */
+  program_free(p);
+  return rc;
 }
 
 MW_API int mw_program_task_count(const mw_program *p) {
