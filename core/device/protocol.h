@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 4
+#define MW_PROTOCOL_VERSION 5
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -234,71 +234,92 @@ typedef struct mw_frame_hdr {
  * The global run queue holds frame indices (u32). MW_NONE is "empty". */
 #define MW_NONE 0xffffffffu
 
+/* ---- LL words: records that one read sees whole ---------------------------------------------
+ * The host-device rings carry their records as LL words (after NCCL's low-latency protocol): an
+ * 8-byte word holds 4 bytes of data in its low half and a 4-byte flag in its high half, written
+ * with one 8-byte store, so a reader sees the data and its flag together. The flag of every word
+ * of the record of ticket t is MW_LL_FLAG(t); a record is whole when every word's flag is its
+ * ticket's. The writer stores the words in any order with no fence between them; the reader needs
+ * no seq to read first and no acquire fence: the flags it checked are in the words it read. The
+ * device reads and writes them 16 bytes (two words) at a time; 8-byte halves are single-copy
+ * atomic on both sides (x86 aligned 8-byte stores and loads; the GPU's 16-byte accesses of host
+ * memory are not split below 8 bytes). A cell is rewritten for ticket t + cap only, so a stale
+ * word carries another ticket's flag (flags repeat every 2^32 tickets, records every cap). */
+#define MW_LL_FLAG(t) ((mw_u32)(t) + 1u)
+#define MW_LL_WORD(data, flag) ((mw_u64)(mw_u32)(data) | (mw_u64)(mw_u32)(flag) << 32)
+
 /* ---- inbox ring (pinned; host produces, device workers consume) ---------------------------
- * cap cells, cap a power of two. Cell i's seq tells its state for ticket t (t % cap == i):
- *   seq == t        free, the host may write ticket t
- *   seq == t + 1    full, published: the device may take ticket t
- *   the device, after copying the cell out, sets seq = t + cap (free for ticket t + cap).
- * Host write: wait seq == t (host-acquire), fill the cell, host-release seq = t + 1.
- * Device take: head is a device-memory counter. A worker reads t = head and the seqs of cells
- *   t .. t+w-1 (one lane each, w <= 32); the n full ones in a row from t (seq == ticket + 1) are
- *   claimed together with CAS head t -> t+n. Then each lane sys-acquires (a fence after its seq
- *   read), copies its cell whole, and sys-releases seq = ticket + cap. Cells are freed in any
- *   order: the host checks each cell's own seq before it writes it. The spawns of one take are
- *   set up (frame, slot) before lane 0 carries out, in ticket order, the cancel requests among
- *   them, so a request never overtakes the spawn it names.
+ * cap cells of 32 LL words (256 bytes), cap a power of two, and beside them inbox_free[cap]:
+ *   inbox_free[i] == t    cell i is free: the host may write ticket t (t % cap == i)
+ *   every word of cell i flagged MW_LL_FLAG(t)   the spawn of ticket t is published
+ *   the device, after reading cell i, sets inbox_free[i] = t + cap.
+ * Host write: wait inbox_free[i] == t (host-acquire), then store the 32 words (relaxed 8-byte
+ *   stores, any order, all of them: the device checks every flag).
+ * Device take: head (device memory) is the next ticket to take. A worker reads t = head and the
+ *   cells t .. t+w-1 whole, the warp together (16 bytes a lane, w <= 32: one read of host memory
+ *   in flight per lane per two cells); the n whole ones in a row from t are claimed together with
+ *   CAS head t -> t+n. The data is already in the lanes' registers. Lane 0 then frees the n
+ *   cells: a __syncwarp (the other lanes' loads before it), one sys-release, n relaxed stores of
+ *   inbox_free. Cells are freed in any order across takes: the host checks each cell's own word.
+ *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
+ *   the cancel requests among them, so a request never overtakes the spawn it names.
+ * Data words (d[k] is the low half of word k): d[0..23] the task's parameter struct (96 bytes,
+ * laid out by the generator; zeroes past its size), d[24] kind, d[25] flags, d[26..27] fut (low,
+ * high), d[28] bulk_n, d[29..31] zero.
  *
  * A cell is either a spawn or, with MW_IN_CANCEL, a cancel request for the future in fut (kind,
  * args unused): the worker that takes it runs the Cancellation steps of the slot section on
  * that future; it needs no frame. Cancelling a host future whose spawn the device has not
- * taken yet: the host also sets MW_IN_CANCELLED in the spawn's own cell while its seq is still
- * t + 1 (a plain release store; the host is the only writer of cells and reuses this one only
- * for ticket t + cap, after the device freed it). A worker that copies a spawn with that flag
- * completes its future as cancelled without running it. Whether the device read the flag
- * before or after the store is a race the host cannot see, so it always sends the cancel
- * message too: a second request for a cancelled or complete future is a no-op.
+ * taken yet: the host also rewrites word 25 of the spawn's own cell with MW_IN_CANCELLED added
+ * (the same flag, one 8-byte store) while inbox_free[i] still says it is not taken; the host is
+ * the only writer of cells, and its rewrite for ticket t + cap comes after this store in its own
+ * order, so a rewrite that lands after the device took the cell changes nothing it reads. A
+ * worker that copies a spawn with that flag completes its future as cancelled without running
+ * it. Whether the device read the flag before or after the store is a race the host cannot see,
+ * so it always sends the cancel message too: a second request for a cancelled or complete future
+ * is a no-op.
  * A spawn whose arguments hold futures: the worker that takes it adds a holder reference to
  * each (atomicAdd on the slot's refs, or on hrefs for a host slot) before anything can run;
  * the host keeps each such host future (and does not reuse its slot) until the spawn has
  * completed and hrefs reads 0. */
 #define MW_INBOX_ARG_BYTES 96u
+#define MW_INBOX_WORDS 32u
+enum { MW_IN_W_KIND = 24, MW_IN_W_FLAGS = 25, MW_IN_W_FUT = 26, MW_IN_W_BULK_N = 28 };
 
 typedef struct mw_inbox_cell {
-  mw_u64 seq;
-  mw_u64 fut;   /* host future handle the task completes, or the one to cancel */
-  mw_u32 kind;  /* kind id */
-  mw_u32 bytes; /* bytes of args used */
-  mw_u32 flags; /* MW_IN_BULK: args followed by n in bulk_n; MW_IN_CANCEL, MW_IN_CANCELLED */
-  mw_u32 bulk_n;
-  mw_u8 args[MW_INBOX_ARG_BYTES]; /* the task's parameter struct, laid out by the generator */
-} mw_inbox_cell; /* 128 bytes */
+  mw_u64 w[MW_INBOX_WORDS];
+} mw_inbox_cell; /* 256 bytes */
 
 enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u };
 
 /* ---- completion ring (pinned; device workers produce, the host consumes) -----------------
- * cap cells, cap a power of two and at least the number of host future slots, so a producer
- * never finds it full (each host slot completes once before the host can reuse it).
- * Device: t = atomicAdd(comp_tail, 1); fill cell t % cap; sys-release seq = t + 1.
- * Host: for its head t, host-acquire seq == t + 1, read, then host-release seq = t + cap
- *   (not read by the device, kept for symmetry and debugging), head = t + 1.
- * Before writing a record the worker adds its counters to its statistics rows (see Counters),
- * so a host that saw a completion reads counters that include the work of every task it
- * waited for. */
+ * cap cells of 8 LL words (64 bytes), cap a power of two and at least the number of host future
+ * slots, so a producer never finds it full (each host slot completes once before the host can
+ * reuse it), and beside them comp_msg[cap][MW_MSG_BYTES], the message of a failed one.
+ * Device (lane 0): t = atomicAdd(comp_tail, 1); on failure only, the message into comp_msg[i]
+ *   and a sys fence; then the 8 words flagged MW_LL_FLAG(t), four 16-byte stores, no fence.
+ * Host: for its head t, the cell is whole when every word's flag is MW_LL_FLAG(t) (host-acquire
+ *   loads); it reads the message after that when the status says failed; head = t + 1.
+ * Counters: before the record the worker adds its counters to its statistics rows (atomics in
+ *   device memory) and passes a dev-release fence (the one before the slot's exchange), so they
+ *   are performed in the L2 before the record leaves; the host reads the rows by a copy from
+ *   device memory issued after it saw the record, so it reads counters that include the work of
+ *   every task it waited for.
+ * Data words: d[0..1] fut (low, high), d[2..3] value (low, high), d[4] status | rtype << 8,
+ * d[5] kind, d[6] code, d[7] zero. */
+#define MW_COMP_WORDS 8u
+enum { MW_CO_W_FUT = 0, MW_CO_W_VALUE = 2, MW_CO_W_STATUS = 4, MW_CO_W_KIND = 5, MW_CO_W_CODE = 6 };
+
 typedef struct mw_comp_cell {
-  mw_u64 seq;
-  mw_u64 fut;
-  mw_u64 value;
-  mw_u32 status;
-  mw_u32 rtype;
-  mw_i32 code;
-  mw_u32 kind;
-  char msg[MW_MSG_BYTES];
-} mw_comp_cell; /* 136 bytes */
+  mw_u64 w[MW_COMP_WORDS];
+} mw_comp_cell; /* 64 bytes */
 
 /* ---- control block (pinned) ---------------------------------------------------------------
  * Polling: the first MW_POLLERS workers take from the inbox when they are idle, and also, when
  *   busy, every 20 us at their spawns and awaits and between chunks of a bulk task, so host
- *   spawns and cancel requests are not held up while the device has other work.
+ *   spawns and cancel requests are not held up while the device has other work. An idle poller
+ *   naps between looks (up to about a microsecond), except within a millisecond of a take that
+ *   found a spawn: while the host is at work it looks again at once.
  * Stopping: the host writes mw_state.stop = 1 into device memory (a copy on a stream of its
  *   own, which does not wait for the executor); every worker reads it with a volatile load at
  *   the top of its loop (where no task of its runs), takes no new task, hands what its warp
@@ -547,7 +568,9 @@ typedef struct mw_state {
   /* pinned, device addresses */
   mw_control *ctl;
   mw_inbox_cell *inbox;
+  mw_u64 *inbox_free;  /* inbox_cap: the ticket each inbox cell is free for */
   mw_comp_cell *comp;
+  char *comp_msg;      /* comp_cap * MW_MSG_BYTES: the message of a failed completion */
   /* device */
   mw_u8 *frames;
   mw_slot *slots;

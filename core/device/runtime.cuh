@@ -792,6 +792,55 @@ __device__ void mw_slot_result(mw_slot *sl, mw_u32 status, mw_u64 value, mw_u32 
   if (status != MW_ST_OK) mw_compose(sl->msg, prefix, msg);
 }
 
+/* ---- LL words of the host rings (protocol.h) ------------------------------------------------ */
+/* One 16-byte part (two LL words) of host memory, read past the L1 (the host rewrites it). */
+__device__ __forceinline__ uint4 mw_ll_load(const mw_u64 *p) {
+  uint4 u;
+#ifdef MW_SIM
+  const volatile mw_u64 *v = (const volatile mw_u64 *)p;
+  mw_u64 a = v[0], b = v[1];
+  u = make_uint4((mw_u32)a, (mw_u32)(a >> 32), (mw_u32)b, (mw_u32)(b >> 32));
+#else
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+               : "l"(p));
+#endif
+  return u;
+}
+/* Writes the LL words (d0, flag) and (d1, flag) at p, 16-byte aligned, in one store. */
+__device__ __forceinline__ void mw_ll_store(mw_u64 *p, mw_u32 d0, mw_u32 d1, mw_u32 flag) {
+#ifdef MW_SIM
+  volatile mw_u64 *v = (volatile mw_u64 *)p;
+  v[0] = MW_LL_WORD(d0, flag);
+  v[1] = MW_LL_WORD(d1, flag);
+#else
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(flag),
+               "r"(d1), "r"(flag)
+               : "memory");
+#endif
+}
+
+/* The completion record of host future fut for the host (protocol.h, completion ring): the
+ * message first on failure, then the record's eight words in four stores. Lane 0. */
+__device__ void mw_comp_write(mw_ctx *c, mw_u64 fut, mw_u32 status, mw_u64 value, mw_u32 rtype,
+                              int code, const mw_slot *sl) {
+  mw_state *st = c->st;
+  const mw_u32 kind = sl->kind;
+  const mw_u64 t = mw_add64(&st->comp_tail, 1);
+  const mw_u64 i = t & (st->comp_cap - 1);
+  if (status != MW_ST_OK) {
+    volatile char *m = st->comp_msg + i * MW_MSG_BYTES;
+    for (int k = 0; k < MW_MSG_BYTES; ++k) m[k] = sl->msg[k];
+    __threadfence_system(); /* the message before the record that says to read it */
+  }
+  mw_u64 *w = st->comp[i].w;
+  const mw_u32 fl = MW_LL_FLAG(t);
+  mw_ll_store(w + MW_CO_W_FUT, (mw_u32)fut, (mw_u32)(fut >> 32), fl);
+  mw_ll_store(w + MW_CO_W_VALUE, (mw_u32)value, (mw_u32)(value >> 32), fl);
+  mw_ll_store(w + MW_CO_W_STATUS, status | rtype << 8, kind, fl);
+  mw_ll_store(w + MW_CO_W_CODE, (mw_u32)code, 0u, fl);
+}
+
 /* Publishes the result of slot s (generation gen) and wakes its waiters: the protocol for
  * futures another warp or the host may wait on. Lane 0. */
 __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
@@ -814,21 +863,7 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
       mw_wake(c, (mw_u32)node, fut, status);
     }
   }
-  if (s < c->host_slots) {
-    mw_state *st = c->st;
-    mw_u64 t = mw_add64(&st->comp_tail, 1);
-    volatile mw_comp_cell *vc = &st->comp[t & (st->comp_cap - 1)];
-    vc->fut = fut;
-    vc->value = value;
-    vc->status = status;
-    vc->rtype = rtype;
-    vc->code = code;
-    vc->kind = sl->kind;
-    if (status != MW_ST_OK)
-      for (int i = 0; i < MW_MSG_BYTES; ++i) vc->msg[i] = sl->msg[i];
-    __threadfence_system(); /* the record before its seq (pairs with the host's acquire) */
-    vc->seq = t + 1;
-  }
+  if (s < c->host_slots) mw_comp_write(c, fut, status, value, rtype, code, sl);
 }
 
 /* Registers frame f as a waiter of future h (protocol.h, Waiters). Returns 0 when registered,
@@ -910,47 +945,10 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #ifndef MW_TAKE_MAX
 #define MW_TAKE_MAX 32u /* spawns one take copies at most: one per lane (1u: one at a time, to compare) */
 #endif
+#define MW_TAKE_LOADS ((MW_TAKE_MAX + 1u) / 2u) /* 16-byte loads of one lane in a take */
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
 #endif
-
-/* The spawn of ticket t in cell (seq t + 1 already seen), now this worker's, into frame f:
- * read by the calling lane alone, whole (eight 16-byte loads in flight together), then freed
- * for the host. Returns the cell's head words. One lane per cell. */
-__device__ void mw_inbox_copy(mw_ctx *c, volatile mw_inbox_cell *cell, mw_u64 t, mw_u32 f,
-                              mw_u64 *fut, mw_u32 *kind, mw_u32 *flags, mw_u32 *bn) {
-  const uint4 *src = (const uint4 *)cell;
-  uint4 w[sizeof(mw_inbox_cell) / 16];
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(mw_inbox_cell) / 16); ++i) {
-#ifdef MW_SIM
-    const volatile uint4 *v = (const volatile uint4 *)src + i;
-    w[i].x = v->x;
-    w[i].y = v->y;
-    w[i].z = v->z;
-    w[i].w = v->w;
-#else
-    /* one 16-byte load each, all in flight together, none served from L1 (the host rewrites
-     * the cell for ticket t + cap) */
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(w[i].x), "=r"(w[i].y), "=r"(w[i].z), "=r"(w[i].w)
-                 : "l"(src + i));
-#endif
-  }
-  const mw_inbox_cell *cp = (const mw_inbox_cell *)w;
-  *fut = cp->fut;
-  *kind = cp->kind;
-  *flags = cp->flags;
-  *bn = cp->bulk_n;
-  /* the payload: the argument struct, then zeroes up to the frame's end */
-  mw_frame_hdr *fh = mw_frame(c, f);
-  uint4 *dst = (uint4 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES);
-  const uint4 *args = (const uint4 *)cp->args;
-  mw_u32 payload = (c->frame_bytes - MW_FRAME_HDR_BYTES) / 16;
-  for (mw_u32 i = 0; i < payload; ++i) dst[i] = i < MW_INBOX_ARG_BYTES / 16 ? args[i] : make_uint4(0, 0, 0, 0);
-  __threadfence_system(); /* the cell read before it is freed (the host reuses it at once) */
-  cell->seq = t + c->st->inbox_cap;
-}
 
 /* The spawn just copied into frame f, which failed to be a task (no such kind), was cancelled
  * by the host before it got here, or is a bulk spawn of no instances: its future completes
@@ -997,22 +995,38 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
 /* Takes the spawns waiting in the host inbox, up to MW_TAKE_MAX in one claim, and makes each a
  * task in a fresh frame (protocol.h, inbox ring: a take); the cancel requests among them are
  * carried out (after the spawns before them are tasks). The first task is returned to run
- * here, the others go to the global run queue for the idle workers. A take looks at two cells
- * (one read), or at MW_TAKE_MAX while its last take found more than one (the host streams).
- * While the host streams, a full batch goes to the queue whole and the take goes on, up to
- * batches full batches: the worker hands spawns out rather than run one of each batch itself.
- * Collective. Returns the frame, or MW_NONE if the inbox is empty or no frame is free. */
+ * here, the others go to the global run queue for the idle workers. A take reads two cells
+ * (a part of 16 bytes per lane), or MW_TAKE_MAX while its last take found more than one (the
+ * host streams; 16 parts per lane, all in flight together). While the host streams, a full
+ * batch goes to the queue whole and the take goes on, up to batches full batches: the worker
+ * hands spawns out rather than run one of each batch itself. Collective. Returns the frame, or
+ * MW_NONE if the inbox is empty or no frame is free. */
 __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
   mw_state *st = c->st;
   const mw_u32 cap = st->inbox_cap;
-  mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
-  w = w < cap ? w : cap;
+  const mw_u32 part = c->lane & 15u, half = c->lane >> 4; /* load k: cell 2k + half, this part */
   for (int round = 0; round < 16; ++round) {
+    mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
+    w = w < cap ? w : cap;
     mw_u64 t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
-    volatile mw_inbox_cell *cell = &st->inbox[(t + c->lane) & (cap - 1)];
-    bool full = c->lane < w && cell->seq == t + c->lane + 1;
-    mw_u32 ready = __ballot_sync(MW_FULL, full);
-    mw_u32 n = ready == MW_FULL ? 32u : (mw_u32)__ffs((int)~ready) - 1u; /* full in a row from t */
+    /* the cells t .. t+w-1, every load in flight before any is looked at */
+    uint4 u[MW_TAKE_LOADS];
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
+      if (2u * k + half < w)
+        u[k] = mw_ll_load(&st->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
+    mw_u32 whole = 0; /* cell j is whole: bit j (the same in every lane) */
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
+      if (2u * k >= w) break;
+      const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
+      const mw_u32 b = __ballot_sync(MW_FULL, 2u * k + half < w && u[k].y == fl && u[k].w == fl);
+      whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
+      whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+    }
+    mw_u32 n = whole == MW_FULL ? 32u : (mw_u32)__ffs((int)~whole) - 1u; /* whole in a row from t */
+    n = n < w ? n : w;
+    n = n < MW_TAKE_MAX ? n : MW_TAKE_MAX;
     c->take_w = n > 1 ? MW_TAKE_MAX : 2u;
     if (n == 0) return MW_NONE;
     /* a frame for each, from the warp's cache (lane 0), handed to its lane */
@@ -1034,14 +1048,45 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
       __syncwarp();
       continue;
     }
-    /* each lane its cell: copied into its frame (after the seq it saw: sys-acquire), freed, and
-     * the task's frame and future set up */
-    __threadfence_system();
+    /* the cells are ours and already read: back to the host (after every lane's loads) */
+    __syncwarp();
+    if (c->lane == 0) {
+      __threadfence_system();
+      for (mw_u32 j = 0; j < got; ++j) mw_st64(&st->inbox_free[(t + j) & (cap - 1)], t + j + cap);
+    }
+    /* each part to its cell's frame (the arguments, parts 0..11), and the head words to the
+     * cell's own lane (lane j: cell j): kind and flags in part 12, fut in 13, bulk_n in 14 */
     mw_u64 fut = 0;
     mw_u32 kind = 0, flags = 0, bn = 0;
+    const mw_u32 hsrc = 16u * (c->lane & 1u);
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
+      if (2u * k >= got) break;
+      const mw_u32 cj = 2u * k + half, fj = __shfl_sync(MW_FULL, f, cj & 31u);
+      if (cj < got && part < MW_INBOX_ARG_BYTES / 8u && part * 8u + 8u <= c->frame_bytes - MW_FRAME_HDR_BYTES) {
+        uint2 *dst = (uint2 *)((mw_u8 *)mw_frame(c, fj) + MW_FRAME_HDR_BYTES) + part;
+        *dst = make_uint2(u[k].x, u[k].z);
+      }
+      const mw_u32 k0 = __shfl_sync(MW_FULL, u[k].x, hsrc + 12u), f0 = __shfl_sync(MW_FULL, u[k].z, hsrc + 12u);
+      const mw_u32 u0 = __shfl_sync(MW_FULL, u[k].x, hsrc + 13u), u1 = __shfl_sync(MW_FULL, u[k].z, hsrc + 13u);
+      const mw_u32 b0 = __shfl_sync(MW_FULL, u[k].x, hsrc + 14u);
+      if (c->lane >> 1 == k) {
+        kind = k0;
+        flags = f0;
+        fut = (mw_u64)u0 | (mw_u64)u1 << 32;
+        bn = b0;
+      }
+    }
+    /* the rest of each frame's payload: zeroes */
+    const mw_u32 payload = (c->frame_bytes - MW_FRAME_HDR_BYTES) / 16u;
+    for (mw_u32 j = 0; j < got; ++j) {
+      const mw_u32 fj = __shfl_sync(MW_FULL, f, j);
+      uint4 *dst = (uint4 *)((mw_u8 *)mw_frame(c, fj) + MW_FRAME_HDR_BYTES);
+      for (mw_u32 i = MW_INBOX_ARG_BYTES / 16u + c->lane; i < payload; i += 32u) dst[i] = make_uint4(0, 0, 0, 0);
+    }
+    __syncwarp();
     bool odd = false, cancel = false;
     if (f != MW_NONE) {
-      mw_inbox_copy(c, cell, t + c->lane, f, &fut, &kind, &flags, &bn);
       cancel = (flags & MW_IN_CANCEL) != 0;
       if (!cancel) {
         mw_frame_hdr *fh = mw_frame(c, f);
@@ -2874,6 +2919,15 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #ifndef MW_POLL_NAP_MAX
 #define MW_POLL_NAP_MAX 1024u
 #endif
+/* An idle poller that took a spawn less than this long ago (ns) does not nap at all (on sim it
+ * does: its warps are threads of a machine with few cores). */
+#ifndef MW_POLL_HOT_NS
+#ifdef MW_SIM
+#define MW_POLL_HOT_NS 0ull
+#else
+#define MW_POLL_HOT_NS 1000000ull
+#endif
+#endif
 __device__ void mw_executor(mw_state *st) {
   mw_u8 stack[MW_LSTACK_BYTES] __attribute__((aligned(16)));
   mw_ctx c;
@@ -2949,6 +3003,7 @@ __device__ void mw_executor(mw_state *st) {
 #endif
   mw_u32 nap = 32, tasks = 0, idle = 0;
   bool poller = c.wid < MW_POLLERS;
+  mw_u64 hot = 0; /* a poller: when it last took a spawn from the idle loop */
   for (;;) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
@@ -2974,7 +3029,10 @@ __device__ void mw_executor(mw_state *st) {
     /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
     if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     if (f == MW_NONE) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
+    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) {
+      f = mw_take_inbox(&c, MW_TAKE_BATCHES);
+      if (f != MW_NONE && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
+    }
     if (f == MW_NONE && !rec) {
       ++idle;
       if (c.lane == 0) {
@@ -2987,6 +3045,7 @@ __device__ void mw_executor(mw_state *st) {
         if (ws->dirty || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
+      if (poller && MW_GLOBALTIMER() - hot < MW_POLL_HOT_NS) continue; /* no nap while the host is at work */
       __nanosleep(nap);
       if (nap < (poller ? MW_POLL_NAP_MAX : MW_IDLE_NAP_MAX)) nap *= 2;
       continue;

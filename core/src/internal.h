@@ -113,9 +113,13 @@ struct mw_runtime {
   mw_inbox_cell *inbox;
   uint64_t inbox_dev, inbox_tail;
   uint32_t inbox_cap;
+  uint64_t *inbox_free; /* protocol.h, inbox ring */
+  uint64_t inbox_free_dev;
   mw_comp_cell *comp;
   uint64_t comp_dev, comp_head;
   uint32_t comp_cap;
+  char *comp_msg; /* protocol.h, completion ring */
+  uint64_t comp_msg_dev;
   /* device */
   uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
   uint64_t frame_next_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;

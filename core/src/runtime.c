@@ -105,15 +105,20 @@ static int alloc_rings(mw_runtime *rt) {
   memset((void *)rt->ctl, 0, sizeof(mw_control));
   rt->inbox_cap = INBOX_CAP;
   if ((rc = o->alloc_pinned(rt, sizeof(mw_inbox_cell) * rt->inbox_cap, (void **)&rt->inbox,
-                            &rt->inbox_dev)))
+                            &rt->inbox_dev)) ||
+      (rc = o->alloc_pinned(rt, sizeof(uint64_t) * rt->inbox_cap, (void **)&rt->inbox_free,
+                            &rt->inbox_free_dev)))
     return rc;
   memset(rt->inbox, 0, sizeof(mw_inbox_cell) * rt->inbox_cap);
-  for (uint32_t i = 0; i < rt->inbox_cap; ++i) rt->inbox[i].seq = i;
+  for (uint32_t i = 0; i < rt->inbox_cap; ++i) rt->inbox_free[i] = i;
   rt->comp_cap = pow2_at_least(rt->host_slots);
   if ((rc = o->alloc_pinned(rt, sizeof(mw_comp_cell) * rt->comp_cap, (void **)&rt->comp,
-                            &rt->comp_dev)))
+                            &rt->comp_dev)) ||
+      (rc = o->alloc_pinned(rt, (size_t)MW_MSG_BYTES * rt->comp_cap, (void **)&rt->comp_msg,
+                            &rt->comp_msg_dev)))
     return rc;
   memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
+  memset(rt->comp_msg, 0, (size_t)MW_MSG_BYTES * rt->comp_cap);
   return 0;
 }
 
@@ -236,7 +241,9 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->cache_cap = cache > MW_CACHE_CAP ? MW_CACHE_CAP : (uint32_t)cache;
   st->ctl = (mw_control *)(uintptr_t)rt->ctl_dev;
   st->inbox = (mw_inbox_cell *)(uintptr_t)rt->inbox_dev;
+  st->inbox_free = (mw_u64 *)(uintptr_t)rt->inbox_free_dev;
   st->comp = (mw_comp_cell *)(uintptr_t)rt->comp_dev;
+  st->comp_msg = (char *)(uintptr_t)rt->comp_msg_dev;
   st->frames = (mw_u8 *)(uintptr_t)rt->frames_dev;
   st->slots = (mw_slot *)(uintptr_t)rt->slots_dev;
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
@@ -275,7 +282,9 @@ static void free_state(mw_runtime *rt) {
     if (*devs[i]) o->free(rt, *devs[i]), *devs[i] = 0;
   if (rt->ctl) o->free_pinned(rt, (void *)rt->ctl), rt->ctl = NULL;
   if (rt->inbox) o->free_pinned(rt, rt->inbox), rt->inbox = NULL;
+  if (rt->inbox_free) o->free_pinned(rt, rt->inbox_free), rt->inbox_free = NULL;
   if (rt->comp) o->free_pinned(rt, rt->comp), rt->comp = NULL;
+  if (rt->comp_msg) o->free_pinned(rt, rt->comp_msg), rt->comp_msg = NULL;
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
@@ -734,7 +743,32 @@ static void release_holds(mw_runtime *rt, mw__hslot *h) {
   h->nholds = 0;
 }
 
-static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
+/* ---- the completion ring's records (protocol.h, LL words; completion ring) ----------------- */
+typedef struct comp_rec {
+  uint64_t fut, value;
+  uint32_t status, rtype, kind;
+  int32_t code;
+} comp_rec;
+
+/* Reads the completion of ticket t into *r if it has arrived whole; returns whether it has. */
+static int comp_read(const mw_runtime *rt, uint64_t t, comp_rec *r) {
+  const mw_comp_cell *c = &rt->comp[t & (rt->comp_cap - 1)];
+  uint32_t d[MW_COMP_WORDS], flag = MW_LL_FLAG(t);
+  for (unsigned k = 0; k < MW_COMP_WORDS; ++k) {
+    uint64_t w = atomic_load_explicit((_Atomic uint64_t *)&c->w[k], memory_order_acquire);
+    if ((uint32_t)(w >> 32) != flag) return 0;
+    d[k] = (uint32_t)w;
+  }
+  r->fut = d[MW_CO_W_FUT] | (uint64_t)d[MW_CO_W_FUT + 1] << 32;
+  r->value = d[MW_CO_W_VALUE] | (uint64_t)d[MW_CO_W_VALUE + 1] << 32;
+  r->status = d[MW_CO_W_STATUS] & 255u;
+  r->rtype = (d[MW_CO_W_STATUS] >> 8) & 255u;
+  r->kind = d[MW_CO_W_KIND];
+  r->code = (int32_t)d[MW_CO_W_CODE];
+  return 1;
+}
+
+static void set_result(mw_runtime *rt, mw__hslot *h, const comp_rec *c, const char *cmsg) {
   mw_result *r = &h->res;
   memset(r, 0, sizeof *r);
   r->status = c->status == MW_ST_OK ? MW_OK : c->status == MW_ST_CANCELLED ? MW_ECANCELED
@@ -760,7 +794,7 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw_comp_cell *c) {
   }
   if (r->status != MW_OK) {
     char msg[MW_MSG_BYTES + 1];
-    memcpy(msg, (const char *)c->msg, MW_MSG_BYTES);
+    memcpy(msg, cmsg, MW_MSG_BYTES);
     msg[MW_MSG_BYTES] = 0;
     /* the device keeps MW_MSG_BYTES - 1 characters of a message (protocol.h): one that fills
      * them was cut there (or is exactly that long), and says so */
@@ -778,13 +812,12 @@ static int poll_ring(mw_runtime *rt) {
   int n = 0;
   if (!rt->comp) return 0;
   for (;;) {
-    mw_comp_cell *c = &rt->comp[rt->comp_head & (rt->comp_cap - 1)];
-    uint64_t seq = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
-    if (seq != rt->comp_head + 1) break;
+    comp_rec rec, *c = &rec;
+    if (!comp_read(rt, rt->comp_head, c)) break;
     uint32_t s = MW_FUT_SLOT(c->fut), gen = MW_FUT_GEN(c->fut);
     if (s < rt->host_slots && rt->hs[s].gen == gen && rt->hs[s].state == MW_ST_PENDING) {
       mw__hslot *h = &rt->hs[s];
-      set_result(rt, h, c);
+      set_result(rt, h, c, rt->comp_msg + (size_t)(rt->comp_head & (rt->comp_cap - 1)) * MW_MSG_BYTES);
       h->state = c->status ? (uint8_t)c->status : MW_ST_OK;
       rt->in_flight--;
       rt->host_completed++;
@@ -969,35 +1002,45 @@ static void marshal(const mw__task *t, const mw_value *args, uint8_t *out) {
   }
 }
 
-/* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
- * requests). Returns the cell, or NULL with *rc set. */
-static uint64_t cell_seq(const mw_inbox_cell *c) {
-  return atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire);
+/* Whether inbox cell tk % cap is free for ticket tk (protocol.h, inbox ring). */
+static int cell_free(const mw_runtime *rt, uint64_t tk) {
+  return atomic_load_explicit((_Atomic uint64_t *)&rt->inbox_free[tk & (rt->inbox_cap - 1)],
+                              memory_order_acquire) == tk;
 }
 
-static mw_inbox_cell *inbox_cell(mw_runtime *rt, double timeout_s, int *rc) {
-  uint64_t tk = rt->inbox_tail, mask = rt->inbox_cap - 1;
-  mw_inbox_cell *cell = &rt->inbox[tk & mask];
-  if (cell_seq(cell) == tk) return cell;
+/* Publishes the record d of ticket tk in its cell: every word with the ticket's flag. */
+static void inbox_write(mw_runtime *rt, uint64_t tk, const uint32_t d[MW_INBOX_WORDS]) {
+  mw_inbox_cell *cell = &rt->inbox[tk & (rt->inbox_cap - 1)];
+  const uint32_t flag = MW_LL_FLAG(tk);
+  for (unsigned k = 0; k < MW_INBOX_WORDS; ++k)
+    atomic_store_explicit((_Atomic uint64_t *)&cell->w[k], MW_LL_WORD(d[k], flag),
+                          memory_order_relaxed);
+}
+
+/* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
+ * requests). Returns 0, or an error code. */
+static int inbox_wait(mw_runtime *rt, double timeout_s) {
+  uint64_t tk = rt->inbox_tail;
+  if (cell_free(rt, tk)) return 0;
   /* full: wait until half of it is free (the device takes spawns in order), so that the
    * spawns that follow find their cells without a wait each */
   uint64_t far = tk + rt->inbox_cap / 2 - 1;
-  const mw_inbox_cell *far_cell = &rt->inbox[far & mask];
   wait_state w;
   wait_begin(&w, timeout_s, 0);
-  while (cell_seq(cell) != tk || cell_seq(far_cell) != far) {
+  int rc;
+  while (!cell_free(rt, tk) || !cell_free(rt, far)) {
     poll_ring(rt);
-    if ((*rc = check_alive(rt))) return NULL;
-    if ((*rc = wait_step(rt, &w))) {
-      if (*rc == MW_ETIMEDOUT) {
+    if ((rc = check_alive(rt))) return rc;
+    if ((rc = wait_step(rt, &w))) {
+      if (rc == MW_ETIMEDOUT) {
         mw__rt_error(rt, "the inbox is full: the device is not taking new tasks (capacity "
                          "exhausted?)");
-        *rc = MW_ECAPACITY;
+        rc = MW_ECAPACITY;
       }
-      return NULL;
+      return rc;
     }
   }
-  return cell;
+  return 0;
 }
 
 /* A spawn given host futures as arguments holds them: each stays (its slot not reused) until
@@ -1049,8 +1092,7 @@ static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t
   mw__hslot *h = &rt->hs[s];
   /* the inbox cell for our ticket must be free */
   uint64_t tk = rt->inbox_tail;
-  mw_inbox_cell *cell = inbox_cell(rt, timeout_s, &rc);
-  if (!cell) {
+  if ((rc = inbox_wait(rt, timeout_s))) {
     rt->hfree[rt->nhfree++] = s;
     return rc;
   }
@@ -1066,14 +1108,14 @@ static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t
   /* h->res is written whole when the future completes; nothing reads it before */
   note_holds(rt, t, args, h);
   mw_future f = MW_FUT_MAKE(s, h->gen);
-  cell->fut = f;
-  cell->kind = t->kind;
-  cell->bytes = t->args_size;
-  cell->flags = flags;
-  cell->bulk_n = n;
-  marshal(t, args, cell->args);
-  /* the cell before its seq (pairs with the device's sys-acquire of seq) */
-  atomic_store_explicit((_Atomic uint64_t *)&cell->seq, tk + 1, memory_order_release);
+  uint32_t d[MW_INBOX_WORDS] = {0};
+  marshal(t, args, (uint8_t *)d);
+  d[MW_IN_W_KIND] = t->kind;
+  d[MW_IN_W_FLAGS] = flags;
+  d[MW_IN_W_FUT] = (uint32_t)f;
+  d[MW_IN_W_FUT + 1] = (uint32_t)(f >> 32);
+  d[MW_IN_W_BULK_N] = n;
+  inbox_write(rt, tk, d);
   rt->inbox_tail = tk + 1;
   rt->host_spawned++;
   rt->in_flight++;
@@ -1201,7 +1243,7 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
 
 /* ---- the completion fd (mw_runtime_fd) ----------------------------------------------------
  * A watcher thread looks at the completion ring where the host thread last left it and, when a
- * completion waits there, writes the eventfd and sets armed. It only reads: the cell's seq, and
+ * completion waits there, writes the eventfd and sets armed. It only reads: the cell, and
  * the positions the host thread publishes (comp_head_pub after a poll, spawned_pub after a
  * spawn). The host thread drains the eventfd at the end of each poll when armed is set. The
  * watcher sets armed before it writes, so a poll that the write wakes finds it set and drains;
@@ -1270,8 +1312,8 @@ static void *watch_main(void *arg) {
     int armed = atomic_load(&w->armed);
     uint64_t head = atomic_load(&rt->comp_head_pub);
     uint64_t spawned = atomic_load(&rt->spawned_pub);
-    const mw_comp_cell *c = &rt->comp[head & (rt->comp_cap - 1)];
-    int waiting = atomic_load_explicit((_Atomic uint64_t *)&c->seq, memory_order_acquire) == head + 1;
+    comp_rec rec;
+    int waiting = comp_read(rt, head, &rec);
     long next;
     if (waiting && !armed) {
       watch_signal(w);
@@ -1394,23 +1436,22 @@ MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
    * it as cancelled without running it (protocol.h, inbox ring) */
   int marked = 0;
   mw_inbox_cell *spawn = &rt->inbox[h->ticket & (rt->inbox_cap - 1)];
-  if (atomic_load_explicit((_Atomic uint64_t *)&spawn->seq, memory_order_acquire) == h->ticket + 1) {
-    uint32_t fl = atomic_load_explicit((_Atomic uint32_t *)&spawn->flags, memory_order_relaxed);
-    atomic_store_explicit((_Atomic uint32_t *)&spawn->flags, fl | MW_IN_CANCELLED,
-                          memory_order_release);
-    marked = 1;
+  if (!cell_free(rt, h->ticket + rt->inbox_cap)) {
+    _Atomic uint64_t *fw = (_Atomic uint64_t *)&spawn->w[MW_IN_W_FLAGS];
+    uint64_t old = atomic_load_explicit(fw, memory_order_relaxed);
+    if ((uint32_t)(old >> 32) == MW_LL_FLAG(h->ticket)) {
+      atomic_store_explicit(fw, old | MW_IN_CANCELLED, memory_order_relaxed);
+      marked = 1;
+    }
   }
   /* and the request itself, for a task the device has taken (or takes meanwhile) */
-  mw_inbox_cell *cell = inbox_cell(rt, timeout_s, &rc);
-  if (!cell) return rc; /* the mark alone may still stop a task not yet taken */
+  if ((rc = inbox_wait(rt, timeout_s))) return rc; /* the mark alone may still stop a task not yet taken */
   if (h->state != MW_ST_PENDING) return marked; /* it completed while we waited for a cell */
-  cell->fut = f;
-  cell->kind = 0;
-  cell->bytes = 0;
-  cell->flags = MW_IN_CANCEL;
-  cell->bulk_n = 0;
-  /* the cell before its seq (pairs with the device's sys-acquire of seq) */
-  atomic_store_explicit((_Atomic uint64_t *)&cell->seq, rt->inbox_tail + 1, memory_order_release);
+  uint32_t d[MW_INBOX_WORDS] = {0};
+  d[MW_IN_W_FLAGS] = MW_IN_CANCEL;
+  d[MW_IN_W_FUT] = (uint32_t)f;
+  d[MW_IN_W_FUT + 1] = (uint32_t)(f >> 32);
+  inbox_write(rt, rt->inbox_tail, d);
   rt->inbox_tail++;
   h->cancel_sent = 1;
   return 1;
