@@ -820,17 +820,15 @@ __device__ __forceinline__ void mw_ll_store(mw_u64 *p, mw_u32 d0, mw_u32 d1, mw_
 #endif
 }
 
-/* The completion record of host future fut for the host (protocol.h, completion ring): the
- * message first on failure, then the record's eight words in four stores. Lane 0. */
-__device__ void mw_comp_write(mw_ctx *c, mw_u64 fut, mw_u32 status, mw_u64 value, mw_u32 rtype,
-                              int code, const mw_slot *sl) {
+/* The completion record of ticket t, host future fut, for the host (protocol.h, completion
+ * ring): the message first on failure, then the record's eight words in four stores. Lane 0. */
+__device__ void mw_comp_write(mw_ctx *c, mw_u64 t, mw_u64 fut, mw_u32 status, mw_u64 value,
+                              mw_u32 rtype, mw_u32 kind, int code, const char *msg) {
   mw_state *st = c->st;
-  const mw_u32 kind = sl->kind;
-  const mw_u64 t = mw_add64(&st->comp_tail, 1);
   const mw_u64 i = t & (st->comp_cap - 1);
   if (status != MW_ST_OK) {
     volatile char *m = st->comp_msg + i * MW_MSG_BYTES;
-    for (int k = 0; k < MW_MSG_BYTES; ++k) m[k] = sl->msg[k];
+    for (int k = 0; k < MW_MSG_BYTES; ++k) m[k] = msg[k];
     __threadfence_system(); /* the message before the record that says to read it */
   }
   mw_u64 *w = st->comp[i].w;
@@ -848,6 +846,15 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
                                               const char *msg, const char *prefix) {
   MW_PROBE(MW_PR_SLOT);
   mw_slot *sl = &c->slots[s];
+  /* a host future's completion ticket and kind, taken first: their latency passes under the
+   * fence's, and nothing read after the fence waits on the L2 for them */
+  const bool host = s < c->host_slots;
+  mw_u64 t = 0;
+  mw_u32 kind = 0;
+  if (host) {
+    kind = sl->kind;
+    t = mw_add64(&c->st->comp_tail, 1);
+  }
   mw_slot_result(sl, status, value, rtype, code, msg, prefix);
   mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
   MW_FENCE();         /* the result before CLOSED (pairs with the awaiter's fence after it) */
@@ -863,7 +870,7 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
       mw_wake(c, (mw_u32)node, fut, status);
     }
   }
-  if (s < c->host_slots) mw_comp_write(c, fut, status, value, rtype, code, sl);
+  if (host) mw_comp_write(c, t, fut, status, value, rtype, kind, code, sl->msg);
 }
 
 /* Registers frame f as a waiter of future h (protocol.h, Waiters). Returns 0 when registered,
