@@ -118,6 +118,10 @@ static int read_include_dirs(lua_State *L, int idx, int tbl, int anchor, int fir
   return n;
 }
 
+static int cmp_strings(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* An array of the n strings anchor[first..], in a userdata stored at anchor[key]. */
 static const char *const *string_array(lua_State *L, int anchor, int first, int n, int key) {
   if (n == 0) return NULL;
@@ -146,6 +150,8 @@ void mwl_compile_options(lua_State *L, int idx, mw_compile_desc *d, const char *
       ndefs = read_defines(L, idx, lua_gettop(L), anchor);
       d->ndefines = ndefs;
       d->defines = string_array(L, anchor, 1, ndefs, -1);
+      /* in one order whatever the table's: the same defines make the same compile (cache key) */
+      if (ndefs > 1) qsort((void *)d->defines, (size_t)ndefs, sizeof *d->defines, cmp_strings);
     } else if (key && !strcmp(key, "debug")) {
       if (lua_type(L, -1) != LUA_TBOOLEAN)
         luaL_argerror(L, idx, lua_pushfstring(L, "option 'debug' must be true or false, got %s",

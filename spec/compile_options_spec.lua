@@ -16,6 +16,14 @@ end
 
 local function rm_dir(dir) os.execute("rm -rf " .. q(dir)) end
 
+-- spec/fixtures, absolute: files that stay where they are from run to run, so that the compiles
+-- that name them hit the compile cache on the next run
+local FIXTURES = (function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+  if here:sub(1, 1) ~= "/" then here = assert(io.popen("pwd")):read("*l") .. "/" .. here end
+  return here .. "/fixtures"
+end)()
+
 local function write(path, text)
   local f = assert(io.open(path, "w"))
   f:write(text)
@@ -160,17 +168,10 @@ task int pick(int x) {
       end)
 
     it("are taken by rt:compile_file, and rt:compile(source, options) without a name", function()
-      local dir = temp_dir()
-      local path = dir .. "/from_file.cu"
-      write(path, "task int from_file() { return FILE_N; }\n")
-      local ok, err = pcall(function()
-        local p = assert(rt:compile_file(path, { defines = { FILE_N = 21 } }))
-        assert.equals(21, p.from_file():await(30))
-        local s = assert(rt:compile("task int unnamed() { return UN; }\n", { defines = { UN = 4 } }))
-        assert.equals(4, s.unnamed():await(30))
-      end)
-      rm_dir(dir)
-      assert(ok, err)
+      local p = assert(rt:compile_file(FIXTURES .. "/from_file.cu", { defines = { FILE_N = 21 } }))
+      assert.equals(21, p.from_file():await(30))
+      local s = assert(rt:compile("task int unnamed() { return UN; }\n", { defines = { UN = 4 } }))
+      assert.equals(4, s.unnamed():await(30))
     end)
   end)
 
@@ -179,14 +180,9 @@ task int pick(int x) {
     -- a runtime per test, one at a time: cuda runs one executor per device in a process
     before_each(function() rt = support.runtime(backend) end)
     after_each(function() rt:close() end)
-    setup(function()
-      dir = temp_dir()
-      write(dir .. "/opts_scale.h", "#pragma once\nstatic __device__ int scaled(int x) { return x * SCALE; }\n")
-      write(dir .. "/opts_fast.h", "static __device__ int speed() { return 9; }\n")
-      write(dir .. "/opts_slow.h", "static __device__ int speed() { return 1; }\n")
-      write(dir .. "/opts_nested.h", '#include "opts_scale.h"\n')
-    end)
-    teardown(function() rm_dir(dir) end)
+    -- opts_scale.h (scaled(x) = x * SCALE), opts_nested.h (includes it), opts_fast.h and
+    -- opts_slow.h (speed() = 9 and 1)
+    setup(function() dir = FIXTURES .. "/include" end)
 
     it("find a program's #include, under the program's defines", function()
       local p = compile(rt, '#include "opts_nested.h"\ntask int sc(int x) { return scaled(x); }\n',
