@@ -323,13 +323,13 @@ static int compile_options(char *arch_opt, size_t arch_len, int target, int cubi
   return 0;
 }
 
-/* Creates the NVRTC program of src in *prog (NULL on failure, with a message in *log when log). */
+/* Creates the NVRTC program of src in *prog (NULL on failure, with its message in *log). */
 static int create_program(nvrtc_program *prog, const char *src, const char *name, char **log) {
   nvrtc_result r = nv.CreateProgram(prog, src, name ? name : "<string>", 0, NULL, NULL);
   if (r != NVRTC_OK) {
     *prog = NULL;
     int rc = code_of(r);
-    if (log) *log = format("nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
+    *log = format("nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
     return rc;
   }
   return 0;
@@ -383,7 +383,7 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
 
   if ((rc = compile_options(arch_opt, sizeof arch_opt, target, cubin, opts, nopts, &all,
                             &nall)) == 0 &&
-      (rc = create_program(&prog, src, name, log)) == 0 &&
+      (rc = create_program(&prog, src, name, &text)) == 0 &&
       (rc = compile_program(prog, all, nall, &text)) == 0 &&
       (rc = fetch_image(prog, cubin, &out, &n, &text)) == 0) {
     *image = out;

@@ -3,7 +3,9 @@
 # runs every spec with busted under LuaJIT; exits with busted's status. Arguments go to busted:
 #   bash scripts/test.sh                      # the everyday specs: all but the #slow ones (the C
 #                                             # tests, the fuzz target, install trees, the rock,
-#                                             # the terminal); #gpu ones skip without a GPU
+#                                             # the terminal, NVRTC without a GPU, a close
+#                                             # that waits out its deadline); #gpu ones skip
+#                                             # without a GPU
 #   bash scripts/test.sh --all                # every spec, the #slow ones too (CI runs them)
 #   bash scripts/test.sh --tags=gpu           # only the GPU specs
 #   bash scripts/test.sh spec/api_spec.lua    # one file

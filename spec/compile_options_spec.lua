@@ -500,7 +500,7 @@ describe("the compile cache with options #sim", function()
   end)
 end)
 
-describe("NVRTC with compile options, without a GPU", function()
+describe("NVRTC with compile options, without a GPU #slow", function()
   local dir
   setup(function()
     dir = temp_dir()

@@ -58,7 +58,7 @@ describe("the generated source", function()
   end)
 end)
 
-describe("NVRTC without a GPU", function()
+describe("NVRTC without a GPU #slow", function()
   it("compiles a program to an sm_90 cubin", function()
     local cubin, err = mw.compile_cubin(FIB, { arch = "sm_90" })
     assert.is_string(cubin, err)

@@ -143,7 +143,7 @@ print("end")
     assert.is_true(took < 5, "took " .. took .. " s")
   end)
 
-  it("says on stderr that it waits when a task never returns, and waits only the deadline", function()
+  it("says on stderr that it waits when a task never returns, and waits only the deadline #slow", function()
     local status, out, took = script [[
 local p = rt:compile("task int forever(int n) { volatile long x = 0; for (;;) x += n; return 0; }")
 p.forever(1)

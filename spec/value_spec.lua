@@ -136,7 +136,7 @@ describe("value(f) in arithmetic #sim", function()
     rt:close()
   end)
 
-  it("compiles under NVRTC too", function()
+  it("compiles under NVRTC too #slow", function()
     local src = program(function(i) return checks[i][3] end)
     local cubin, err = mw.compile_cubin(src, { chunkname = "contexts.cu", arch = "sm_90" })
     assert.is_string(cubin, err)
