@@ -4,7 +4,6 @@
 -- the child's run, and the gap until the parent resumes.
 --   luajit bench/hops.lua [backend] [hops] [workers]   (defaults: auto, 2000, the runtime's)
 local mw = require "moonwarp"
-local json = require "dkjson"
 
 local backend, hops, workers = arg[1], tonumber(arg[2] or 2000), tonumber(arg[3] or 0)
 assert(hops and hops >= 1 and hops % 1 == 0 and workers and workers >= 0 and workers % 1 == 0,
@@ -24,16 +23,7 @@ local runs, dropped = rt:trace_stop(path)
 local nrunning = rt:stats().workers
 rt:close()
 
-local f = assert(io.open(path))
-local doc = assert(json.decode(f:read("*a")))
-f:close()
-os.remove(path)
-
-local ev = {}
-for _, e in ipairs(doc.traceEvents) do
-  if e.ph == "X" and (e.name == "chain" or e.name == "step") then ev[#ev + 1] = e end
-end
-table.sort(ev, function(a, b) return a.ts < b.ts end)
+local ev = dofile(here .. "/trace_runs.lua")(path, function(e) return e.name == "chain" or e.name == "step" end)
 
 local parts = { parent = {}, to_child = {}, child = {}, to_parent = {} }
 local workers_seen, same_worker = {}, 0

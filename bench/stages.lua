@@ -4,7 +4,6 @@
 -- median over repeated pipelines; and the host round trip beside the device run of its task.
 --   luajit bench/stages.lua [backend] [batch] [repeats]   (defaults: auto, 1, 200)
 local mw = require "moonwarp"
-local json = require "dkjson"
 
 local backend, batch, reps = arg[1], tonumber(arg[2] or 1), tonumber(arg[3] or 200)
 assert(batch and batch >= 1 and batch % 1 == 0 and reps and reps >= 1 and reps % 1 == 0,
@@ -12,6 +11,7 @@ assert(batch and batch >= 1 and batch % 1 == 0 and reps and reps >= 1 and reps %
 local rt = assert(mw.runtime { backend = backend, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/stages.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
+local trace_runs = dofile(here .. "/trace_runs.lua")
 
 local m = rt:buffer("float", 256)
 local t, u = rt:buffer("float", batch * 256), rt:buffer("float", batch * 256)
@@ -35,16 +35,7 @@ local function traced(fn)
     wall[i] = (mw.now() - t0) * 1e6
   end
   local runs, dropped = rt:trace_stop(path)
-  local f = assert(io.open(path))
-  local doc = assert(json.decode(f:read("*a")))
-  f:close()
-  os.remove(path)
-  local ev = {}
-  for _, e in ipairs(doc.traceEvents) do
-    if e.ph == "X" then ev[#ev + 1] = e end
-  end
-  table.sort(ev, function(a, b) return a.ts < b.ts end)
-  return ev, wall, runs, dropped
+  return trace_runs(path), wall, runs, dropped
 end
 
 -- the pipeline: every run from a driver's first start to its last end, in order
