@@ -198,12 +198,8 @@ static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   }
 }
 
-/* Whether task t's body never awaits (no await, await_all or try_await as a word outside
- * comments and literals): such a task never suspends, so an await that claims it may run it
- * as a plain call (runtime.cuh, leaf children). A word in a place this scan misreads only
- * costs that shortcut. */
-static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
-  static const char *const words[] = {"await", "await_all", "try_await"};
+/* Whether task t's body names one of words[0..n) as a word outside comments and literals. */
+static int body_names(const mw__parsed *p, const mw__task *t, const char *const *words, size_t n) {
   const char *s = p->src;
   for (size_t i = t->body_start; i <= t->body_end; ++i) {
     char ch = s[i];
@@ -227,11 +223,28 @@ static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
     while (j <= t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
                                 (s[j] >= '0' && s[j] <= '9')))
       ++j;
-    for (size_t w = 0; w < sizeof words / sizeof *words; ++w)
-      if (strlen(words[w]) == j - i && !memcmp(s + i, words[w], j - i)) return 0;
+    for (size_t w = 0; w < n; ++w)
+      if (strlen(words[w]) == j - i && !memcmp(s + i, words[w], j - i)) return 1;
     i = j - 1;
   }
-  return 1;
+  return 0;
+}
+
+/* Whether task t's body never awaits: such a task never suspends, so an await that claims it
+ * may run it as a plain call (runtime.cuh, leaf children). A word in a place this scan
+ * misreads only costs that shortcut. */
+static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
+  static const char *const words[] = {"await", "await_all", "try_await"};
+  return !body_names(p, t, words, sizeof words / sizeof *words);
+}
+
+/* The kind flags of task t (runtime.cuh, mw_kind_info): a leaf that also calls nothing of the
+ * task API that needs a level of its own (spawns, releases, cancels) is pure: the await that
+ * claims it calls its body with no level set up. */
+static const char *kind_flags(const mw__parsed *p, const mw__task *t) {
+  static const char *const words[] = {"spawn", "spawn_bulk", "release", "cancel"};
+  if (!task_is_leaf(p, t)) return "0u";
+  return body_names(p, t, words, sizeof words / sizeof *words) ? "MW_KIND_LEAF" : "MW_KIND_LEAF | MW_KIND_PURE";
 }
 
 /* The case of one kind in a dispatch switch. */
@@ -313,7 +326,7 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
         if (t->params[q].type == MW_T_FUTURE) futargs |= 1u << (t->params[q].offset / 8);
       mw__sb_printf(&b, "  {%s, (mw_u32)sizeof(mw_p%d::mw_frame_%s), %uu, 0x%xu, %s}, /* %u %s */\n",
                     rtype_name(t->ret), i, t->name, (t->args_size + 7u) / 8u * 8u, futargs,
-                    task_is_leaf(progs[i], t) ? "MW_KIND_LEAF" : "0u", t->kind, t->name);
+                    kind_flags(progs[i], t), t->kind, t->name);
     }
   if (!nk) mw__sb_puts(&b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u},\n");
   mw__sb_printf(&b,

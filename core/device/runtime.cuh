@@ -81,6 +81,9 @@ struct mw_kind_info {
 /* The body never awaits: it cannot suspend, so an await that claims it runs it as a plain call
  * (mw_run_leaf) rather than as a level of the trampoline. */
 #define MW_KIND_LEAF 1u
+/* A leaf that calls nothing of the task API that needs a level of its own (no spawn, release or
+ * cancel): the await that claims it calls its body with no level set up (mw_run_pure). */
+#define MW_KIND_PURE 2u
 
 struct mw_ctx {
   /* settings, copied once at the start: never re-read from writable memory */
@@ -1447,6 +1450,22 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 
 __device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *ki);
 __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off);
+__device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off);
+
+/* Whether the spawn in record rec, of kind ki, which this warp claimed for a plain call, may
+ * run with no level (mw_run_pure): a pure kind whose private completion needs nothing of a
+ * level (what mw_finish_plain checks: no future arguments or result, no cancellation, the
+ * warp's epoch, not a host future). MW_NO_PURE_CALL gives every leaf a level, to compare.
+ * Lane 0. */
+__device__ __forceinline__ mw_u32 mw_pure_ok(mw_ctx *c, const mw_kind_info *ki, const mw_rec *rec) {
+#ifdef MW_NO_PURE_CALL
+  return 0;
+#else
+  return (ki->flags & MW_KIND_PURE) && !ki->futargs && ki->rtype != MW_RT_FUTURE &&
+         !(rec->flags & MW_RF_CANCELLED) && rec->epoch == MW_WS(c)->epoch &&
+         MW_FUT_SLOT(rec->fut) >= c->host_slots;
+#endif
+}
 
 /* The await of one future h that is this warp's latest spawn, still in its record, of a kind
  * that never awaits (the chain's step: spawn, then await at once): the child is claimed and
@@ -1457,7 +1476,8 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off);
  * complete (the level's bad notes a failure of the child), false to take the general path. */
 __device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
   mw_u32 go = 0;
-  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && c->d + 1 < MW_LEVELS) {
+  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && c->status == MW_RUN_DONE &&
+      c->d + 1 < MW_LEVELS) {
     mw_wstate *ws = MW_WS(c);
     mw_u32 r = ws->last_rec;
     mw_rec *rec = &ws->rec[r];
@@ -1467,11 +1487,15 @@ __device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
       mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* as the general path places it */
       if (mw_leaf_call_ok(c, ki) && coff + ki->frame_bytes <= MW_LSTACK_BYTES &&
           atomicCAS(&rec->state, rs, (rs & ~15u) | MW_REC_OWNED) == rs)
-        go = 1u | r << 4 | coff << 12;
+        go = 1u | mw_pure_ok(c, ki, rec) << 1 | r << 4 | coff << 12;
     }
   }
   go = mw_bcast(go);
   if (!go) return false;
+  if (go & 2u) {
+    mw_run_pure(c, (go >> 4) & 255u, go >> 12);
+    return true;
+  }
   mw_run_leaf(c, (go >> 4) & 255u, go >> 12);
   if (c->lane == 0) { /* its result is the newest of the recent results */
     mw_level *L = MW_LV(c);
@@ -1648,6 +1672,77 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   __syncwarp();
   c->d--;
   mw_level_back(c, kind, poff, resume);
+}
+
+/* Runs the pure leaf in record r, claimed by this warp (OWNED), from the await of future h =
+ * its spawn by level d, with no level of its own: its arguments to the lane stack at off, its
+ * body called, and, done, completed privately from the record's fields (what mw_finish_plain
+ * does from a level's). A failure sets the level up as mw_call_child would and finishes it the
+ * general way. Level d's await is then complete (its bad notes a failure) and its run goes on
+ * as it was. Collective. */
+__device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
+  mw_wstate *ws = MW_WS(c);
+  mw_rec *rec = &ws->rec[r];
+  const mw_u32 kind = rec->kind, resume = c->resume; /* every lane reads the record it owns */
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_frame_from_args((mw_u32 *)(c->stk + off), (const mw_u32 *)rec->args, ki, 0, 1);
+  c->resume = 0;
+  c->value = 0;
+  {
+    MW_PROBE(MW_PR_RUN);
+    MW_TASK_IN();
+    mw_dispatch_leaf(c, kind, c->stk + off);
+    MW_TASK_OUT();
+  }
+  __syncwarp();
+  c->resume = resume;
+  if (c->lane == 0) {
+    MW_PROBE(MW_PR_FINISH);
+    mw_level *L = MW_LV(c);
+    const mw_u64 h = rec->fut;
+    if (c->status == MW_RUN_DONE) {
+      mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
+      mw_count(c, kind, MW_CNT_COMPLETED);
+      mw_frame_free(c, rec->frame);
+      mw_slot *sl = &c->slots[s];
+      mw_slot_result(sl, MW_ST_OK, c->value, ki->rtype, 0, 0, 0);
+      mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+      mw_kid *K = mw_kid_new(c);
+      K->fut = h;
+      K->value = c->value;
+      K->sibling = rec->sibling;
+      K->epoch = rec->epoch;
+      K->status = MW_ST_OK;
+      K->rtype = (mw_u8)ki->rtype;
+      K->level = (mw_u8)c->d;
+      K->priv = 1;
+      K->state = MW_KID_DONE;
+      L->bad = 0;
+    } else { /* the general finish, on a level set up for it */
+      mw_level *K = &ws->lv[c->d + 1];
+      K->fut = h;
+      K->bad = 0;
+      K->kind = kind;
+      K->resume = 0;
+      K->frame = rec->frame;
+      K->children = 0;
+      K->flags = 0;
+      K->epoch = rec->epoch;
+      K->off = off;
+      K->sibling = rec->sibling;
+      K->naw = K->cur = 0;
+      K->bulk = 0;
+      c->d++;
+      ws->depth = c->d + 1;
+      mw_finish_level(c);
+      c->d--;
+      L->bad = h;
+    }
+    L->naw = L->cur = 1;
+    mw_st32(&rec->state, (rec->state & ~15u) | MW_REC_FREE);
+  }
+  __syncwarp();
+  mw_run_fresh(c);
 }
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
