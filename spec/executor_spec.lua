@@ -66,6 +66,35 @@ task int bulk_rounds(int *x, int n, int rounds) {
   }
   return rounds;
 }
+// a leaf that calls nothing of the task API but fail: the await that claims it calls it with
+// no level of its own (runtime.cuh, mw_run_pure); its locals are each lane's own
+task int square(int x) {
+  int y = x * x + (int)(lane & 0u);
+  if (x < 0) fail(3, "a negative square on purpose");
+  return y;
+}
+// spawns square(i) for i < n, with -1 in place of i at each multiple of bad: the sum of the
+// squares that succeed plus 1000000 for each failure seen with its code
+task long squares(int n, int bad) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(square, bad > 0 && i % bad == 0 ? -1 : i);
+    try_await(f);
+    if (failed(f)) s += fail_code(f) == 3 ? 1000000 : -1000000000L;
+    else s += value(f);
+    release(f);
+  }
+  return s;
+}
+task long square_awaited(int x) {
+  local future f;
+  f = spawn(square, x);
+  await(f);
+  return value(f) + 1;
+}
 task void oob(int *p) { p[1L << 40] = 1; }
 task void trap(int x) { if (x) __trap(); }
 task void bad_assert(int x) { assert(x == 0); }
@@ -99,6 +128,21 @@ support.each_backend(function(backend)
 
     it("a chain of dependent device spawns and awaits", function()
       assert.equals(499500, prog.chain(1000):await())
+    end)
+
+    it("a leaf that calls no task API, awaited at once: values, failures and counts", function()
+      local before = rt:stats()
+      local want = 0
+      for i = 0, 299 do want = want + (i % 7 == 0 and 1000000 or i * i) end
+      assert.equals(want, prog.squares(300, 7):await(30))
+      assert.equals(37, prog.square_awaited(6):await(30))
+      local ok, err = pcall(function() return prog.square_awaited(-2):await(30) end)
+      assert.is_false(ok)
+      assert.matches("square: a negative square on purpose", tostring(err), 1, true)
+      local after = rt:stats()
+      -- 43 squares of -1 in the loop; square(-2) and square_awaited(-2) once each
+      assert.equals(43 + 2, after.failed - before.failed)
+      assert.equals(0, after.in_flight)
     end)
 
     it("counts tasks in rt:stats()", function()
