@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 5
+#define MW_PROTOCOL_VERSION 6
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -229,6 +229,25 @@ typedef struct mw_frame_hdr {
  * frame | (mw_u64)next << 32, next = node index + 1 (0 ends the list). A free node's next links
  * the free stack. Nodes are allocated from the worker's cache, else the Treiber stack. */
 #define MW_NODE(frame, next) ((mw_u64)(frame) | ((mw_u64)(next) << 32))
+
+/* ---- the free frame ring (device memory) -----------------------------------------------------
+ * The free frames are a ring of frame_rmask + 1 cells (a power of two at least nframes) with two
+ * tickets, frame_rhead (next to take) and frame_rtail (next to give). Cell t & frame_rmask holds
+ * MW_FRING(t, frame): the frame in its low word and the low word of t + 1 in its high word, so
+ * one 8-byte load shows whether the cell holds what ticket t put there.
+ *   give n frames (lane 0): dev-release (the frames' last uses before anyone reuses them), then
+ *     t = atomicAdd(frame_rtail, n) and cell t + i gets MW_FRING(t + i, frame i), one volatile
+ *     8-byte store each. No wait: the frames in the ring or being given never number more than
+ *     nframes, so the cell of ticket t last held ticket t - cap, which a taker has passed.
+ *   take up to n frames (lane 0): h = frame_rhead, the cells h .. h + n - 1 read together; the
+ *     k cells in a row from h whose high word is the low word of their ticket + 1 are taken by
+ *     a CAS of frame_rhead from h to h + k, then dev-acquire. None whole while frame_rtail > h: a
+ *     giver is between its atomicAdd and its store: the taker reads again. None whole and
+ *     frame_rtail == h: no free frame.
+ * A take of many frames (a poller taking 32 host spawns) costs three dependent device-memory
+ * round trips however many it takes, a give two; a free stack would walk its links one
+ * dependent load per frame. The warps keep caches in front of it (mw_wstate.free_frames). */
+#define MW_FRING(t, frame) ((mw_u64)(mw_u32)((t) + 1u) << 32 | (mw_u64)(mw_u32)(frame))
 
 /* ---- queue entries -------------------------------------------------------------------------
  * The global run queue holds frame indices (u32). MW_NONE is "empty". */
@@ -564,7 +583,7 @@ typedef struct mw_state {
   /* sizes */
   mw_u32 nframes, frame_bytes, nslots, host_slots;
   mw_u32 nworkers, nkinds, inbox_cap, comp_cap;
-  mw_u32 gq_cap, cache_cap, nnodes, pad1;
+  mw_u32 gq_cap, cache_cap, nnodes, frame_rmask; /* frame_rmask: the free frame ring's cells - 1 */
   /* pinned, device addresses */
   mw_control *ctl;
   mw_inbox_cell *inbox;
@@ -576,15 +595,15 @@ typedef struct mw_state {
   mw_slot *slots;
   mw_worker *workers;
   mw_stat_row *stats;  /* nworkers * MW_MAX_KINDS rows, each written by its worker only */
-  mw_u32 *frame_next;  /* free-stack links for frames */
+  mw_u64 *frame_ring;  /* the free frame ring (see above) */
   mw_u32 *slot_next;   /* free-stack links for device slots */
   mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */
   mw_u64 *gq_seq;      /* Vyukov MPMC sequence per cell */
   mw_u64 *nodes;       /* waiter nodes (MW_NODE) */
   mw_u32 *hrefs;       /* host slots: holder references taken by tasks */
   mw_wstate *sim_cta;  /* sim: the CTAs' shared state, MW_CTA_WARPS per CTA; NULL on cuda */
-  /* counters and stack heads (device, atomics) */
-  mw_u64 frame_head;   /* Treiber head: tag << 32 | (index + 1) */
+  /* counters, ring tickets and stack heads (device, atomics) */
+  mw_u64 frame_rhead, frame_rtail; /* the free frame ring's tickets: next to take, next to give */
   mw_u64 slot_head;
   mw_u64 node_head;
   mw_u64 gq_head, gq_tail;

@@ -356,23 +356,65 @@ __device__ void mw_node_push(mw_ctx *c, mw_u32 i) {
   }
 }
 
-/* ---- the warp's caches in front of the stacks (no atomics while a warp recycles its own) ---
- * The frame cache goes to the stack and back half a cache at a time, in one CAS each way
- * (MW_FRAME_CHAIN frames at most; 1: one at a time, to compare): a warp that takes many frames
- * (a poller taking host spawns) or frees many (the workers that run them) crosses the
- * contended head once per half cache, not once per frame. */
+/* ---- the free frame ring (protocol.h): lane 0 --------------------------------------------- */
+#define MW_FRING_TAKE_MAX 32u /* frames one take from the ring asks for at most */
+/* Takes up to want (<= MW_FRING_TAKE_MAX) free frames into out[]; returns how many (0: none is
+ * free). The cells' loads are all in flight before any is looked at. */
+__device__ mw_u32 mw_fring_take(mw_state *st, mw_u32 *out, mw_u32 want) {
+  const mw_u64 mask = st->frame_rmask;
+  for (;;) {
+    const mw_u64 h = mw_ld64(&st->frame_rhead);
+    mw_u64 v[MW_FRING_TAKE_MAX];
+#pragma unroll
+    for (mw_u32 i = 0; i < MW_FRING_TAKE_MAX; ++i)
+      if (i < want) v[i] = mw_ld64(&st->frame_ring[(h + i) & mask]);
+    mw_u32 n = 0;
+#pragma unroll
+    for (mw_u32 i = 0; i < MW_FRING_TAKE_MAX; ++i)
+      if (i < want && n == i && (mw_u32)(v[i] >> 32) == (mw_u32)(h + i + 1u)) n = i + 1u;
+    if (n == 0) {
+      if (mw_ld64(&st->frame_rtail) == h) return 0; /* none free */
+      __nanosleep(32); /* a giver is between its ticket and its store */
+      continue;
+    }
+    if (mw_cas64(&st->frame_rhead, h, h + n) != h) continue;
+    MW_FENCE();
+#pragma unroll
+    for (mw_u32 i = 0; i < MW_FRING_TAKE_MAX; ++i)
+      if (i < n) out[i] = (mw_u32)v[i];
+    return n;
+  }
+}
+/* Gives the n (>= 1) frames in[] back. */
+__device__ void mw_fring_give(mw_state *st, const mw_u32 *in, mw_u32 n) {
+  MW_FENCE(); /* the frames' last uses before anyone takes them again */
+  const mw_u64 t = mw_add64(&st->frame_rtail, n), mask = st->frame_rmask;
+  for (mw_u32 i = 0; i < n; ++i) mw_st64(&st->frame_ring[(t + i) & mask], MW_FRING(t + i, in[i]));
+}
+
+/* ---- the warp's caches in front of the free lists (no atomics while a warp recycles its own) -
+ * The frame cache goes to the ring and back half a cache at a time (MW_FRAME_CHAIN frames at
+ * most; 1: one at a time, to compare): a warp that takes many frames (a poller taking host
+ * spawns) or frees many (the workers that run them) crosses the contended tickets once per
+ * half cache, not once per frame. */
 #ifndef MW_FRAME_CHAIN
 #define MW_FRAME_CHAIN 8u
 #endif
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
   mw_u32 half = c->cache_cap / 2 < MW_FRAME_CHAIN ? c->cache_cap / 2 : MW_FRAME_CHAIN;
-  if (!ws->nfree_frames && half > 1)
-    ws->nfree_frames = mw_stack_pop_n(&c->st->frame_head, c->st->frame_next, ws->free_frames, half);
-  mw_u32 f = ws->nfree_frames ? ws->free_frames[--ws->nfree_frames]
-                              : mw_stack_pop(&c->st->frame_head, c->st->frame_next);
-  if (f != MW_NONE) ws->frames_taken++;
-  return f;
+  if (!ws->nfree_frames) ws->nfree_frames = mw_fring_take(c->st, ws->free_frames, half > 1 ? half : 1u);
+  if (!ws->nfree_frames) return MW_NONE;
+  ws->frames_taken++;
+  return ws->free_frames[--ws->nfree_frames];
+}
+/* Makes the warp's cache hold n (<= MW_CACHE_CAP) frames, or as many as are free: the next
+ * frames mw_frame_alloc gives, free_frames[nfree_frames - 1] first. Returns how many it holds,
+ * at most n. */
+__device__ mw_u32 mw_frames_cached(mw_ctx *c, mw_u32 n) {
+  mw_wstate *ws = MW_WS(c);
+  if (ws->nfree_frames < n) ws->nfree_frames += mw_fring_take(c->st, ws->free_frames + ws->nfree_frames, n - ws->nfree_frames);
+  return ws->nfree_frames < n ? ws->nfree_frames : n;
 }
 __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
   mw_wstate *ws = MW_WS(c);
@@ -380,13 +422,13 @@ __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
   mw_u32 half = c->cache_cap / 2 < MW_FRAME_CHAIN ? c->cache_cap / 2 : MW_FRAME_CHAIN;
   if (ws->nfree_frames >= c->cache_cap && half > 1) { /* full: its newer half goes back */
     ws->nfree_frames -= half;
-    mw_stack_push_n(&c->st->frame_head, c->st->frame_next, &ws->free_frames[ws->nfree_frames], half);
+    mw_fring_give(c->st, &ws->free_frames[ws->nfree_frames], half);
   }
   if (ws->nfree_frames < c->cache_cap) {
     ws->free_frames[ws->nfree_frames++] = f;
     return;
   }
-  mw_stack_push(&c->st->frame_head, c->st->frame_next, f);
+  mw_fring_give(c->st, &f, 1);
 }
 /* A free device slot and the generation its next handle gets. */
 __device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
@@ -1039,15 +1081,17 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     n = n < MW_TAKE_MAX ? n : MW_TAKE_MAX;
     c->take_w = n > 1 ? MW_TAKE_MAX : 2u;
     if (n == 0) return MW_NONE;
-    /* a frame for each, from the warp's cache (lane 0), handed to its lane */
-    mw_u32 f = MW_NONE, got = 0;
-    for (mw_u32 j = 0; j < n; ++j) {
-      mw_u32 g = mw_bcast(c->lane == 0 ? mw_frame_alloc(c) : 0u);
-      if (g == MW_NONE) break;
-      if (c->lane == j) f = g;
-      got = j + 1;
-    }
+    /* a frame for each, from the warp's cache (filled from the free ring in one take), lane j
+     * getting the one the j-th mw_frame_alloc would give */
+    const mw_u32 got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
     if (got == 0) return MW_NONE; /* no free frame: the spawns wait */
+    __syncwarp();
+    mw_u32 f = c->lane < got ? MW_WS(c)->free_frames[MW_WS(c)->nfree_frames - 1u - c->lane] : MW_NONE;
+    __syncwarp();
+    if (c->lane == 0) {
+      MW_WS(c)->nfree_frames -= got;
+      MW_WS(c)->frames_taken += got;
+    }
     mw_u32 claimed = 0;
     if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
     if (!mw_bcast(claimed)) { /* another worker took them: the frames go back, in order */
@@ -2956,7 +3000,8 @@ __device__ __noinline__ void mw_flush(mw_ctx *c) {
   }
   for (mw_u32 i = 0; i < MW_KIDS; ++i) ws->kid[i].state = MW_KID_NONE;
   ws->kid_used = 0;
-  while (ws->nfree_frames) mw_stack_push(&st->frame_head, st->frame_next, ws->free_frames[--ws->nfree_frames]);
+  if (ws->nfree_frames) mw_fring_give(st, ws->free_frames, ws->nfree_frames);
+  ws->nfree_frames = 0;
   while (ws->nfree_slots) {
     --ws->nfree_slots;
     mw_stack_push(&st->slot_head, st->slot_next, ws->free_slots[ws->nfree_slots]);

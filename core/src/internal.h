@@ -122,7 +122,7 @@ struct mw_runtime {
   uint64_t comp_msg_dev;
   /* device */
   uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
-  uint64_t frame_next_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;
+  uint64_t frame_ring_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;
   uint32_t nnodes;
   mw_state state; /* what was copied to state_dev */
   /* host futures */

@@ -136,7 +136,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->slots_dev, ns * sizeof(mw_slot)},
       {&rt->workers_dev, mw * sizeof(mw_worker)},
       {&rt->stats_dev, mw * MW_MAX_KINDS * sizeof(mw_stat_row)},
-      {&rt->frame_next_dev, nf * sizeof(uint32_t)},
+      {&rt->frame_ring_dev, (size_t)pow2_at_least(nf) * sizeof(uint64_t)},
       {&rt->slot_next_dev, ns * sizeof(uint32_t)},
       {&rt->gq_dev, (size_t)gq_cap * sizeof(uint32_t)},
       {&rt->gq_seq_dev, (size_t)gq_cap * sizeof(uint64_t)},
@@ -166,6 +166,13 @@ static void fill_closed(void *buf, size_t first, size_t n, size_t count) {
 static void fill_links(void *buf, size_t first, size_t n, size_t count) {
   uint32_t *l = buf;
   for (size_t i = 0; i < n; ++i) l[i] = first + i + 1 < count ? (uint32_t)(first + i + 2) : 0;
+}
+
+/* the free frame ring holding every frame, cell i given by ticket i (protocol.h) */
+static void fill_frame_ring(void *buf, size_t first, size_t n, size_t count) {
+  (void)count;
+  uint64_t *q = buf;
+  for (size_t i = 0; i < n; ++i) q[i] = MW_FRING(first + i, first + i);
 }
 
 /* the same list in the high words of 64-bit elements */
@@ -208,8 +215,10 @@ static int fill_arrays(mw_runtime *rt, uint32_t gq_cap) {
     fill_fn *fill;
   } fills[] = {
       {rt->slots_dev, rt->nslots, sizeof(mw_slot), fill_closed},
-      /* free lists: frames 0..nf-1; device slots host_slots..ns-1 (slot_head skips the host's) */
-      {rt->frame_next_dev, rt->nframes, sizeof(uint32_t), fill_links},
+      /* free lists: frames 0..nf-1 in the ring (zeroed whole first); device slots
+       * host_slots..ns-1 (slot_head skips the host's) */
+      {rt->frame_ring_dev, pow2_at_least(rt->nframes), sizeof(uint64_t), NULL},
+      {rt->frame_ring_dev, rt->nframes, sizeof(uint64_t), fill_frame_ring},
       {rt->slot_next_dev, rt->nslots, sizeof(uint32_t), fill_links},
       {rt->gq_seq_dev, gq_cap, sizeof(uint64_t), fill_index},
       /* waiter nodes: all free, linked through their high words (protocol.h, waiter nodes) */
@@ -248,7 +257,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->slots = (mw_slot *)(uintptr_t)rt->slots_dev;
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
   st->stats = (mw_stat_row *)(uintptr_t)rt->stats_dev;
-  st->frame_next = (mw_u32 *)(uintptr_t)rt->frame_next_dev;
+  st->frame_ring = (mw_u64 *)(uintptr_t)rt->frame_ring_dev;
   st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
   st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
   st->gq_seq = (mw_u64 *)(uintptr_t)rt->gq_seq_dev;
@@ -257,7 +266,9 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
   st->nnodes = rt->nnodes;
   st->node_head = rt->nnodes ? 1 : 0;
-  st->frame_head = rt->nframes ? 1 : 0;
+  st->frame_rmask = pow2_at_least(rt->nframes) - 1u;
+  st->frame_rhead = 0;
+  st->frame_rtail = rt->nframes;
   st->slot_head = rt->nslots > rt->host_slots ? rt->host_slots + 1 : 0;
   return rt->ops->h2d(rt, rt->state_dev, st, sizeof *st);
 }
@@ -276,7 +287,7 @@ static int alloc_state(mw_runtime *rt) {
 static void free_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
-                      &rt->frame_next_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
+                      &rt->frame_ring_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
                       &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
     if (*devs[i]) o->free(rt, *devs[i]), *devs[i] = 0;
