@@ -432,7 +432,26 @@ static void cuda_abandon(mw_runtime *rt) {
 }
 
 const mw__backend_ops mw__backend_cuda_local = {
-    "cuda",      cuda_open, cuda_close, cuda_alloc_pinned, cuda_free_pinned, cuda_alloc,
-    cuda_free,   cuda_h2d,  cuda_d2h,   cuda_build,        cuda_launch,      cuda_query,
-    cuda_quiesce, cuda_abandon,
+    .name = "cuda",
+    .host_code = 0,
+    .source_ext = "cu",
+    .cta_in_memory = 0,
+    .shares_cpus = 0,
+    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
+    .claim_device = 1,
+    .clock = "%globaltimer",
+    .probe = mw__cuda_probe, /* the driver in this process */
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc_pinned = cuda_alloc_pinned,
+    .free_pinned = cuda_free_pinned,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .h2d = cuda_h2d,
+    .d2h = cuda_d2h,
+    .build = cuda_build,
+    .launch = cuda_launch,
+    .query = cuda_query,
+    .quiesce = cuda_quiesce,
+    .abandon = cuda_abandon,
 };

@@ -38,6 +38,7 @@
 #define SIM_COMPILE_TIMEOUT_S 600.0
 #define SIM_DEFAULT_WORKERS 4u
 #define SIM_MAX_WORKERS 64u
+#define SIM_DEFAULT_CAPACITY (1u << 16) /* task frames by default */
 
 typedef int (*run_warp_fn)(void (*)(void *), void *, unsigned, unsigned, char *, unsigned);
 
@@ -456,9 +457,28 @@ static void sim_abandon(mw_runtime *rt) {
 }
 
 const mw__backend_ops mw__backend_sim = {
-    "sim",        sim_open,  sim_close, sim_alloc_pinned, sim_free_pinned, sim_alloc,
-    sim_free,     sim_h2d,   sim_d2h,   sim_build,        sim_launch,      sim_query,
-    sim_quiesce, sim_abandon,
+    .name = "sim",
+    .host_code = 1,
+    .source_ext = "cpp",
+    .cta_in_memory = 1,
+    .shares_cpus = 1,
+    .default_capacity = SIM_DEFAULT_CAPACITY,
+    .claim_device = 0,
+    .clock = "CLOCK_MONOTONIC",
+    .probe = NULL, /* never asked: auto falls back to sim */
+    .open = sim_open,
+    .close = sim_close,
+    .alloc_pinned = sim_alloc_pinned,
+    .free_pinned = sim_free_pinned,
+    .alloc = sim_alloc,
+    .free = sim_free,
+    .h2d = sim_h2d,
+    .d2h = sim_d2h,
+    .build = sim_build,
+    .launch = sim_launch,
+    .query = sim_query,
+    .quiesce = sim_quiesce,
+    .abandon = sim_abandon,
 };
 
 /* ---- shared by the backends: dumping the generated source for users to read -------------- */

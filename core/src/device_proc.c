@@ -758,9 +758,28 @@ static void proxy_abandon(mw_runtime *rt) {
 }
 
 const mw__backend_ops mw__backend_cuda = {
-    "cuda",        proxy_open, proxy_close, proxy_alloc_pinned, proxy_free_pinned, proxy_alloc,
-    proxy_free,    proxy_h2d,  proxy_d2h,   proxy_build,        proxy_launch,      proxy_query,
-    proxy_quiesce, proxy_abandon,
+    .name = "cuda",
+    .host_code = 0,
+    .source_ext = "cu",
+    .cta_in_memory = 0,
+    .shares_cpus = 0,
+    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
+    .claim_device = 1,
+    .clock = "%globaltimer",
+    .probe = mw__cuda_probe_isolated, /* asked in a short-lived device process */
+    .open = proxy_open,
+    .close = proxy_close,
+    .alloc_pinned = proxy_alloc_pinned,
+    .free_pinned = proxy_free_pinned,
+    .alloc = proxy_alloc,
+    .free = proxy_free,
+    .h2d = proxy_h2d,
+    .d2h = proxy_d2h,
+    .build = proxy_build,
+    .launch = proxy_launch,
+    .query = proxy_query,
+    .quiesce = proxy_quiesce,
+    .abandon = proxy_abandon,
 };
 
 /* ---- probing without touching the driver here ----------------------------------------------- */

@@ -16,6 +16,14 @@ typedef struct mw__backend mw__backend;
  * are uint64_t (on sim they are host addresses). */
 typedef struct mw__backend_ops {
   const char *name;
+  int host_code;          /* 1: the device code is C++ built by the host compiler (mw__gen_opts.sim) */
+  const char *source_ext; /* the suffix of the generated source where it is dumped ("cu", "cpp") */
+  int cta_in_memory;      /* 1: the CTAs' shared state is device memory (mw_state.sim_cta), not on chip */
+  int shares_cpus;        /* 1: the executor runs on this process's CPUs: host waits yield, not spin */
+  uint32_t default_capacity; /* task frames when mw_runtime_desc.capacity is 0 */
+  int claim_device;       /* 1: a process holds at most one open runtime per device (runtime.c) */
+  const char *clock;      /* what the executor's timestamps count (a trace's "clock") */
+  int (*probe)(char *err, size_t n); /* auto: 0 when a device answers, else MW_E* and why in err */
   /* Opens the device (context, streams); sets rt->max_workers and default worker count. */
   int (*open)(mw_runtime *rt, const mw_runtime_desc *d);
   /* Frees everything the backend holds. The executor has stopped (or is abandoned). */
@@ -51,6 +59,7 @@ extern const mw__backend_ops mw__backend_cuda_local; /* backend_cuda.c: in this 
 
 /* Parts of backend_cuda.c the device process and its proxy share (see device_proc.c). */
 extern int mw__cuda_serving; /* set in the device process: NVRTC stays with the library */
+#define MW__CUDA_DEFAULT_CAPACITY (1u << 20) /* task frames of a cuda runtime by default */
 int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in this process */
 int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
 int mw__cuda_arch(mw_runtime *rt); /* 90 for sm_90 */

@@ -16,8 +16,6 @@
 #include "jit.h"
 #include "util.h"
 
-#define DEFAULT_CAPACITY_CUDA (1u << 20)
-#define DEFAULT_CAPACITY_SIM (1u << 16)
 #define DEFAULT_HOST_FUTURES (1u << 16)
 #define DEFAULT_FRAME_BYTES 256u
 #define INBOX_CAP 4096u
@@ -50,9 +48,7 @@ static const mw__backend_ops *pick_backend(const char *name, char *why, size_t w
   if (!name || !*name || !strcmp(name, "auto")) {
     /* auto: cuda where a device answers, else sim */
     const mw__backend_ops *cu = cuda_ops();
-    int rc = cu == &mw__backend_cuda ? mw__cuda_probe_isolated(why, whylen)
-                                     : mw__cuda_probe(why, whylen);
-    return rc == 0 ? cu : &mw__backend_sim;
+    return cu->probe(why, whylen) == 0 ? cu : &mw__backend_sim;
   }
   if (!strcmp(name, "cuda")) return cuda_ops();
   if (!strcmp(name, "sim")) return &mw__backend_sim;
@@ -127,7 +123,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
   const mw__backend_ops *o = rt->ops;
   size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
   uint32_t nctas = (uint32_t)((mw + MW_CTA_WARPS - 1) / MW_CTA_WARPS);
-  int sim = o == &mw__backend_sim;
+  int cta_mem = o->cta_in_memory;
   struct {
     uint64_t *dev;
     size_t bytes;
@@ -142,7 +138,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->gq_seq_dev, (size_t)gq_cap * sizeof(uint64_t)},
       {&rt->nodes_dev, (size_t)rt->nnodes * sizeof(uint64_t)},
       {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
-      {&rt->sim_cta_dev, sim ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
+      {&rt->sim_cta_dev, cta_mem ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   int rc;
@@ -318,7 +314,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops != &mw__backend_sim ? claim_device(rt, d.device) : 0;
+  int rc = ops->claim_device ? claim_device(rt, d.device) : 0;
   if (rc) {
     free(rt);
     return rc;
@@ -331,8 +327,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     free(rt);
     return rc;
   }
-  int sim = ops == &mw__backend_sim;
-  rt->nframes = d.capacity ? d.capacity : (sim ? DEFAULT_CAPACITY_SIM : DEFAULT_CAPACITY_CUDA);
+  rt->nframes = d.capacity ? d.capacity : ops->default_capacity;
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
   /* what the device or capacity cannot honour is refused, not clamped */
@@ -625,13 +620,13 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
 
   mw__parsed *list[MW_MAX_KINDS];
   for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
-  mw__gen_opts go = {rt->ops == &mw__backend_sim, rt->frame_bytes};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
   char *gen = mw__generate(list, rt->nprogs + 1, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
   rc = gen ? build_options(progs, rt->nprogs + 1, gen, &bo, &dirs) : MW_ENOMEM;
   if (!rc) {
-    mw__dump_source(gen, rt->ops == &mw__backend_sim ? "cpp" : "cu");
+    mw__dump_source(gen, rt->ops->source_ext);
     rc = rt->ops->build(rt, gen, &bo);
   }
   free(dirs);
@@ -927,16 +922,16 @@ static int wait_step(mw_runtime *rt, wait_state *w) {
   if (interrupted(rt)) return MW_EINTR;
   if (now >= w->end) return MW_ETIMEDOUT;
   double waited = now - w->start;
-  int sim = rt->ops == &mw__backend_sim;
-  if (w->spin && !sim && waited < WAIT_SPIN_CUDA_S) {
+  int host_cpus = rt->ops->shares_cpus; /* sim: the executor needs these CPUs */
+  if (w->spin && !host_cpus && waited < WAIT_SPIN_CUDA_S) {
     for (int i = 0; i < 8; ++i) cpu_relax();
     return 0;
   }
-  if (w->spin && sim && w->rounds <= WAIT_YIELDS_SIM) {
+  if (w->spin && host_cpus && w->rounds <= WAIT_YIELDS_SIM) {
     sched_yield();
     return 0;
   }
-  double nap = waited / 8, least = sim ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
+  double nap = waited / 8, least = host_cpus ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
   if (nap < least) nap = least;
   if (nap > WAIT_NAP_MAX_S) nap = WAIT_NAP_MAX_S;
   if (nap > w->end - now) nap = w->end - now;

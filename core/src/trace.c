@@ -335,7 +335,7 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
              "\"busy_workers\":%u,\"clock\":\"%s\",\"time_origin_ns\":%llu}}\n",
           workers, rt->trace->cap, (unsigned long long)st->events,
           (unsigned long long)st->dropped, st->busy,
-          strcmp(rt->ops->name, "sim") ? "%globaltimer" : "CLOCK_MONOTONIC",
+          rt->ops->clock,
           (unsigned long long)origin);
   for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(names[k]);
   free(names);
