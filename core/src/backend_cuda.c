@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cuda.h"
 #include "cache.h"
 #include "cuda_api.h"
 #include "internal.h"
@@ -72,7 +73,7 @@ static int cuda_open(const mw__backend_args *a, mw__backend **out, mw__backend_i
     return rc;
   }
   char nv[1024];
-  if (!mw__cuda_serving && (rc = mw__nvrtc_load(nv, sizeof nv))) {
+  if (!a->prebuilt && (rc = mw__nvrtc_load(nv, sizeof nv))) {
     mw__put_error(a->err, a->errlen, "the cuda backend needs NVRTC: %s", nv);
     return rc;
   }
@@ -224,8 +225,6 @@ static int cuda_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
   CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
   return 0;
 }
-
-int mw__cuda_serving;
 
 int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
                      size_t errlen) {

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "device_link.h"
 #include "internal.h"
 #include "jit.h"
@@ -139,7 +140,9 @@ static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint
   int rc = 0;
   switch (q->op) {
     case MW_OP_OPEN: {
-      mw__backend_args args = {(int)q->a, (uint32_t)q->b, sv->err, sizeof sv->err, NULL, NULL};
+      /* NVRTC stays with the library: the images come built (MW_OP_IMAGE) */
+      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b, .prebuilt = 1,
+                               .err = sv->err, .errlen = sizeof sv->err};
       mw__backend_info info = {0, 0, 0};
       rc = o->open(&args, &sv->be, &info);
       sv->opened = !rc;
@@ -433,7 +436,6 @@ int mw__device_main(int argc, char **argv) {
   }
   signal(SIGINT, SIG_IGN); /* the library's process decides what ^C means */
   signal(SIGPIPE, SIG_IGN);
-  mw__cuda_serving = 1;
   if (!strcmp(argv[1], "probe")) {
     char m[1024] = "";
     int r = mw__cuda_probe(m, sizeof m);
@@ -757,6 +759,8 @@ static void proxy_abandon(mw__backend *b) {
   kill(px->pid, SIGKILL);
 }
 
+static int probe_isolated(char *err, size_t n); /* below */
+
 const mw__backend_ops mw__backend_cuda = {
     .name = "cuda",
     .host_code = 0,
@@ -766,7 +770,7 @@ const mw__backend_ops mw__backend_cuda = {
     .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
     .claim_device = 1,
     .clock = "%globaltimer",
-    .probe = mw__cuda_probe_isolated, /* asked in a short-lived device process */
+    .probe = probe_isolated, /* asked in a short-lived device process */
     .open = proxy_open,
     .close = proxy_close,
     .alloc_pinned = proxy_alloc_pinned,
@@ -786,7 +790,7 @@ const mw__backend_ops mw__backend_cuda = {
 
 /* Whether a cuda device answers, asked in a short-lived device process so that this process
  * never initialises the driver. Remembered. */
-int mw__cuda_probe_isolated(char *err, size_t n) {
+static int probe_isolated(char *err, size_t n) {
   static int done, rc;
   static char msg[1024];
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* one probe, whatever the threads */

@@ -18,6 +18,7 @@ typedef struct mw__backend mw__backend;
 typedef struct mw__backend_args {
   int device;       /* mw_runtime_desc.device */
   uint32_t workers; /* mw_runtime_desc.workers: 0 for the backend's default */
+  int prebuilt;     /* 1: build is never called, images come built (cuda: no NVRTC needed) */
   char *err;        /* where every op puts its error message (errlen bytes), until close */
   size_t errlen;
   /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
@@ -32,15 +33,16 @@ typedef struct mw__backend_info {
   int arch;             /* cuda: 90 for sm_90; 0 on sim */
 } mw__backend_info;
 
-/* One per backend. Every function is called by the runtime's host thread. Device addresses
+/* One per backend. Every function is called by one thread: the runtime's host thread (in a
+ * device process, its loop serving the library's requests, device_proc.c). Device addresses
  * are uint64_t (on sim they are host addresses). Errors: a negative MW_E* with the message in
  * the err of mw__backend_args. */
 typedef struct mw__backend_ops {
   const char *name;
-  int host_code;          /* 1: the device code is C++ built by the host compiler (mw__gen_opts.sim) */
+  int host_code;          /* 1: the device code is C++ for the host compiler (mw__gen_opts.sim) */
   const char *source_ext; /* the suffix of the generated source where it is dumped ("cu", "cpp") */
-  int cta_in_memory;      /* 1: the CTAs' shared state is device memory (mw_state.sim_cta), not on chip */
-  int shares_cpus;        /* 1: the executor runs on this process's CPUs: host waits yield, not spin */
+  int cta_in_memory;      /* 1: the CTAs' shared state is device memory (mw_state.sim_cta) */
+  int shares_cpus;        /* 1: the executor runs on this process's CPUs: waits yield, not spin */
   uint32_t default_capacity; /* task frames when mw_runtime_desc.capacity is 0 */
   int claim_device;       /* 1: a process holds at most one open runtime per device (runtime.c) */
   const char *clock;      /* what the executor's timestamps count (a trace's "clock") */
@@ -64,8 +66,9 @@ typedef struct mw__backend_ops {
   int (*build)(mw__backend *be, const char *source, const mw__build_opts *bo);
   /* Launches the executor of the last build on the mw_state at state_dev with *nworkers
    * workers; *nworkers may come back changed (cuda: the workers asked at open, or the default,
-   * as far as the new image's occupancy allows; the mw_state's nworkers is written then). If the new image cannot be loaded it is dropped and
-   * the error returned: the next launch runs the image that ran before. */
+   * as far as the new image's occupancy allows; the mw_state's nworkers is written then). If
+   * the new image cannot be loaded it is dropped and the error returned: the next launch runs
+   * the image that ran before. */
   int (*launch)(mw__backend *be, uint64_t state_dev, uint32_t *nworkers);
   /* 1 while the executor runs, 0 once it has exited, or a negative MW_E* after a fault (with
    * the message in err). Never blocks. */
@@ -81,24 +84,7 @@ typedef struct mw__backend_ops {
 extern const mw__backend_ops mw__backend_sim;
 extern const mw__backend_ops mw__backend_cuda;       /* device_proc.c: in a device process */
 extern const mw__backend_ops mw__backend_cuda_local; /* backend_cuda.c: in this process */
-
-/* Parts of backend_cuda.c the device process and its proxy share (see device_proc.c). */
-#define MW__CUDA_DEFAULT_CAPACITY (1u << 20) /* task frames of a cuda runtime by default */
-extern int mw__cuda_serving; /* set in the device process: NVRTC stays with the library */
-int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in this process */
-int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
-/* NVRTC (or the cache) to a cubin for sm; on MW_ECOMPILE the log is in err. */
-int mw__cuda_build_image(int sm, const char *source, const mw__build_opts *bo, void **image,
-                         size_t *size, char *err, size_t errlen);
-/* The NVRTC options of a compile with bo (and the environment's MOONWARP_PROBES and
- * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
- * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
- * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
-int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
-                     size_t errlen);
-void mw__cuda_set_next_image(mw__backend *be, void *image); /* takes image (malloc'd) */
-int mw__cuda_register_host(mw__backend *be, void *host, size_t n, uint64_t *dev);
-void mw__cuda_unregister_host(mw__backend *be, void *host);
+/* the rest of the cuda backend that device_proc.c shares with backend_cuda.c: backend_cuda.h */
 
 typedef struct mw__hslot {
   uint32_t gen;

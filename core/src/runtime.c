@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "internal.h"
 #include "jit.h"
 #include "util.h"
@@ -343,7 +344,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     free(rt);
     return rc;
   }
-  mw__backend_args args = {d.device, d.workers, rt->err, sizeof rt->err, find_task, rt};
+  mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
+                           .errlen = sizeof rt->err, .find_task = find_task, .ctx = rt};
   mw__backend_info info = {0};
   rc = ops->open(&args, &rt->be, &info);
   if (rc) {
