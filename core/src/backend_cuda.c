@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cuda.h"
 #include "cache.h"
 #include "cuda_api.h"
 #include "internal.h"
@@ -20,6 +21,10 @@
 #define DEFAULT_BLOCKS_PER_SM 1
 
 typedef struct cuda_be {
+  char *err; /* mw__backend_args.err */
+  size_t errlen;
+  uint32_t workers;     /* mw__backend_args.workers: 0 for the default */
+  uint32_t max_workers; /* mw__backend_info.max_workers */
   mw_CUcontext ctx;
   mw_CUdevice dev;
   mw_CUstream exec; /* the executor's stream: busy for the executor's whole life */
@@ -39,7 +44,7 @@ typedef struct cuda_be {
 #define CU(call, what)                                                          \
   do {                                                                          \
     mw_CUresult r_ = (call);                                                    \
-    if (r_ != MW_CUDA_SUCCESS) return mw__cuda_error(r_, what, rt->err, sizeof rt->err); \
+    if (r_ != MW_CUDA_SUCCESS) return mw__cuda_error(r_, what, be->err, be->errlen); \
   } while (0)
 
 int mw__cuda_probe(char *err, size_t n) {
@@ -53,35 +58,38 @@ int mw__cuda_probe(char *err, size_t n) {
   return 0;
 }
 
-static int cur(mw_runtime *rt) {
-  cuda_be *be = rt->be;
+#define fail(be, ...) mw__put_error((be)->err, (be)->errlen, __VA_ARGS__)
+
+static int cur(cuda_be *be) {
   CU(mw__cu.cuCtxSetCurrent(be->ctx), "cuCtxSetCurrent");
   return 0;
 }
 
-static int cuda_open(mw_runtime *rt, const mw_runtime_desc *d) {
+static int cuda_open(const mw__backend_args *a, mw__backend **out, mw__backend_info *info) {
   char why[1024];
   int rc = mw__cuda_probe(why, sizeof why);
   if (rc) {
-    mw__rt_error(rt, "the cuda backend is not available: %s", why);
+    mw__put_error(a->err, a->errlen, "the cuda backend is not available: %s", why);
     return rc;
   }
   char nv[1024];
-  if (!mw__cuda_serving && (rc = mw__nvrtc_load(nv, sizeof nv))) {
-    mw__rt_error(rt, "the cuda backend needs NVRTC: %s", nv);
+  if (!a->prebuilt && (rc = mw__nvrtc_load(nv, sizeof nv))) {
+    mw__put_error(a->err, a->errlen, "the cuda backend needs NVRTC: %s", nv);
     return rc;
   }
   cuda_be *be = calloc(1, sizeof *be);
   if (!be) return MW_ENOMEM;
-  rt->be = be;
+  be->err = a->err;
+  be->errlen = a->errlen;
+  be->workers = a->workers;
+  *out = (mw__backend *)be;
   int count = 0;
   mw__cu.cuDeviceGetCount(&count);
-  if (d->device < 0 || d->device >= count) {
-    mw__rt_error(rt, "device %d does not exist (%d device%s)", d->device, count,
-                 count == 1 ? "" : "s");
+  if (a->device < 0 || a->device >= count) {
+    fail(be, "device %d does not exist (%d device%s)", a->device, count, count == 1 ? "" : "s");
     return MW_EINVAL;
   }
-  CU(mw__cu.cuDeviceGet(&be->dev, d->device), "cuDeviceGet");
+  CU(mw__cu.cuDeviceGet(&be->dev, a->device), "cuDeviceGet");
   int major = 0, minor = 0;
   CU(mw__cu.cuDeviceGetAttribute(&major, MW_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, be->dev),
      "cuDeviceGetAttribute");
@@ -91,20 +99,22 @@ static int cuda_open(mw_runtime *rt, const mw_runtime_desc *d) {
      "cuDeviceGetAttribute");
   be->sm = major * 10 + minor;
   if (be->sm < 70) {
-    mw__rt_error(rt, "device %d is sm_%d; moonwarp needs sm_70 or newer", d->device, be->sm);
+    fail(be, "device %d is sm_%d; moonwarp needs sm_70 or newer", a->device, be->sm);
     return MW_ENODEV;
   }
   CU(mw__cu.cuCtxCreate(&be->ctx, MW_CU_CTX_SCHED_SPIN | MW_CU_CTX_MAP_HOST, be->dev),
      "cuCtxCreate");
   CU(mw__cu.cuStreamCreate(&be->exec, MW_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   CU(mw__cu.cuStreamCreate(&be->aux, MW_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  rt->max_workers = (uint32_t)be->nsm * MAX_BLOCKS_PER_SM * WARPS_PER_BLOCK;
-  rt->nworkers = rt->max_workers;
+  be->max_workers = (uint32_t)be->nsm * MAX_BLOCKS_PER_SM * WARPS_PER_BLOCK;
+  info->max_workers = be->max_workers;
+  info->workers = be->max_workers;
+  info->arch = be->sm;
   return 0;
 }
 
-static void cuda_close(mw_runtime *rt) {
-  cuda_be *be = rt->be;
+static void cuda_close(mw__backend *b) {
+  cuda_be *be = (cuda_be *)b;
   if (!be) return;
   free(be->next_image);
   free(be->retired); /* their memory goes with the context */
@@ -113,11 +123,11 @@ static void cuda_close(mw_runtime *rt) {
     mw__cu.cuCtxDestroy(be->ctx); /* frees modules, streams and memory of the context */
   }
   free(be);
-  rt->be = NULL;
 }
 
-static int cuda_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
-  if (cur(rt)) return MW_ECUDA;
+static int cuda_alloc_pinned(mw__backend *b, size_t n, void **host, uint64_t *dev) {
+  cuda_be *be = (cuda_be *)b;
+  if (cur(be)) return MW_ECUDA;
   CU(mw__cu.cuMemHostAlloc(host, n, MW_CU_MEMHOSTALLOC_PORTABLE | MW_CU_MEMHOSTALLOC_DEVICEMAP),
      "cuMemHostAlloc");
   mw_CUdeviceptr d = 0;
@@ -127,8 +137,8 @@ static int cuda_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *de
 }
 
 /* Pinned memory is freed only after the executor stopped (cuMemFreeHost waits for it). */
-static void cuda_free_pinned(mw_runtime *rt, void *host) {
-  cuda_be *be = rt->be;
+static void cuda_free_pinned(mw__backend *b, void *host) {
+  cuda_be *be = (cuda_be *)b;
   if (be->faulted) return; /* the context goes with everything in it */
   mw__cu.cuCtxSetCurrent(be->ctx);
   mw__cu.cuMemFreeHost(host);
@@ -142,9 +152,9 @@ static void release_retired(cuda_be *be) {
   be->nretired = 0;
 }
 
-static int cuda_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
-  cuda_be *be = rt->be;
-  if (cur(rt)) return MW_ECUDA;
+static int cuda_alloc(mw__backend *b, size_t n, uint64_t *dev) {
+  cuda_be *be = (cuda_be *)b;
+  if (cur(be)) return MW_ECUDA;
   int best = -1;
   for (int i = 0; i < be->nretired; ++i) /* the smallest that fits, wasting at most half */
     if (be->retired[i].size >= n && be->retired[i].size / 2 <= n &&
@@ -162,12 +172,12 @@ static int cuda_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
     r = mw__cu.cuMemAlloc(&d, n ? n : 1);
   }
   if (r != MW_CUDA_SUCCESS) {
-    int rc = mw__cuda_error(r, "cuMemAlloc", rt->err, sizeof rt->err);
+    int rc = mw__cuda_error(r, "cuMemAlloc", be->err, be->errlen);
     if (be->nretired) {
       size_t held = 0;
       for (int i = 0; i < be->nretired; ++i) held += be->retired[i].size;
-      size_t len = strlen(rt->err);
-      snprintf(rt->err + len, sizeof rt->err - len,
+      size_t len = strlen(be->err);
+      snprintf(be->err + len, be->errlen - len,
                " (%.1f MB of closed buffers return to the device when the executor next stops)",
                held / 1048576.0);
     }
@@ -177,8 +187,8 @@ static int cuda_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
   return 0;
 }
 
-static void cuda_free(mw_runtime *rt, uint64_t dev) {
-  cuda_be *be = rt->be;
+static void cuda_free(mw__backend *b, uint64_t dev) {
+  cuda_be *be = (cuda_be *)b;
   if (be->faulted) return;
   mw__cu.cuCtxSetCurrent(be->ctx);
   if (!be->running) {
@@ -200,25 +210,21 @@ static void cuda_free(mw_runtime *rt, uint64_t dev) {
   be->nretired++;
 }
 
-static int cuda_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
-  cuda_be *be = rt->be;
-  if (cur(rt)) return MW_ECUDA;
+static int cuda_h2d(mw__backend *b, uint64_t dst, const void *src, size_t n) {
+  cuda_be *be = (cuda_be *)b;
+  if (cur(be)) return MW_ECUDA;
   CU(mw__cu.cuMemcpyHtoDAsync(dst, src, n, be->aux), "cuMemcpyHtoDAsync");
   CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
   return 0;
 }
 
-static int cuda_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
-  cuda_be *be = rt->be;
-  if (cur(rt)) return MW_ECUDA;
+static int cuda_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
+  cuda_be *be = (cuda_be *)b;
+  if (cur(be)) return MW_ECUDA;
   CU(mw__cu.cuMemcpyDtoHAsync(dst, src, n, be->aux), "cuMemcpyDtoHAsync");
   CU(mw__cu.cuStreamSynchronize(be->aux), "cuStreamSynchronize");
   return 0;
 }
-
-int mw__cuda_serving;
-
-int mw__cuda_arch(mw_runtime *rt) { return ((cuda_be *)rt->be)->sm; }
 
 int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
                      size_t errlen) {
@@ -260,8 +266,8 @@ int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int 
   return 0;
 }
 
-int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__build_opts *bo,
-                         void **out, size_t *out_size) {
+int mw__cuda_build_image(int sm, const char *source, const mw__build_opts *bo, void **out,
+                         size_t *out_size, char *err, size_t errlen) {
   int rc;
   int nmaj = 0, nmin = 0;
   mw__nvrtc_version(&nmaj, &nmin);
@@ -270,7 +276,7 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__b
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
   const char **opts = NULL;
   int nopts = 0;
-  if ((rc = mw__cuda_options(bo, 1, &opts, &nopts, rt->err, sizeof rt->err))) return rc;
+  if ((rc = mw__cuda_options(bo, 1, &opts, &nopts, err, errlen))) return rc;
   /* the key: the source, the target, the compiler, the headers reached and every option */
   const void **parts = malloc(sizeof *parts * (size_t)(5 + nopts));
   if (!parts) {
@@ -298,7 +304,7 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__b
         free(log);
         log = user;
       }
-      mw__rt_error(rt, "%s", log ? log : "NVRTC failed");
+      mw__put_error(err, errlen, "%s", log ? log : "NVRTC failed");
       free(log);
       free(opts);
       return rc;
@@ -312,21 +318,23 @@ int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__b
   return 0;
 }
 
-void mw__cuda_set_next_image(mw_runtime *rt, void *image) {
-  cuda_be *be = rt->be;
+void mw__cuda_set_next_image(mw__backend *b, void *image) {
+  cuda_be *be = (cuda_be *)b;
   free(be->next_image);
   be->next_image = image;
 }
 
-static int cuda_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
+static int cuda_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
+  cuda_be *be = (cuda_be *)b;
   void *image = NULL;
-  int rc = mw__cuda_build_image(rt, mw__cuda_arch(rt), source, bo, &image, NULL);
-  if (!rc) mw__cuda_set_next_image(rt, image);
+  int rc = mw__cuda_build_image(be->sm, source, bo, &image, NULL, be->err, be->errlen);
+  if (!rc) mw__cuda_set_next_image(b, image);
   return rc;
 }
 
-int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev) {
-  if (cur(rt)) return MW_ECUDA;
+int mw__cuda_register_host(mw__backend *b, void *host, size_t n, uint64_t *dev) {
+  cuda_be *be = (cuda_be *)b;
+  if (cur(be)) return MW_ECUDA;
   CU(mw__cu.cuMemHostRegister(host, n, MW_CU_MEMHOSTALLOC_PORTABLE | MW_CU_MEMHOSTALLOC_DEVICEMAP),
      "cuMemHostRegister");
   mw_CUdeviceptr d = 0;
@@ -335,23 +343,23 @@ int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev) 
   return 0;
 }
 
-void mw__cuda_unregister_host(mw_runtime *rt, void *host) {
-  cuda_be *be = rt->be;
+void mw__cuda_unregister_host(mw__backend *b, void *host) {
+  cuda_be *be = (cuda_be *)b;
   if (be->faulted) return;
   mw__cu.cuCtxSetCurrent(be->ctx);
   mw__cu.cuMemHostUnregister(host);
 }
 
 /* Loads the image of the last build (the executor has stopped): on failure the running module
- * stays and the image is dropped. Sets how many workers fit. */
-static int load_next(mw_runtime *rt) {
-  cuda_be *be = rt->be;
+ * stays and the image is dropped. Sets how many workers fit in *nworkers and in the mw_state
+ * at state_dev. */
+static int load_next(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
   void *image = be->next_image;
   be->next_image = NULL;
   mw_CUmodule mod = NULL;
   mw_CUresult r = mw__cu.cuModuleLoadData(&mod, image);
   free(image);
-  if (r != MW_CUDA_SUCCESS) return mw__cuda_error(r, "cuModuleLoadData", rt->err, sizeof rt->err);
+  if (r != MW_CUDA_SUCCESS) return mw__cuda_error(r, "cuModuleLoadData", be->err, be->errlen);
   mw_CUfunction fn = NULL;
   r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
   int blocks = 0;
@@ -359,11 +367,11 @@ static int load_next(mw_runtime *rt) {
     r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, 0);
   if (r != MW_CUDA_SUCCESS) {
     mw__cu.cuModuleUnload(mod);
-    return mw__cuda_error(r, "loading the executor", rt->err, sizeof rt->err);
+    return mw__cuda_error(r, "loading the executor", be->err, be->errlen);
   }
   if (blocks < 1) {
     mw__cu.cuModuleUnload(mod);
-    mw__rt_error(rt, "the executor cannot be resident on this device (too many registers?)");
+    fail(be, "the executor cannot be resident on this device (too many registers?)");
     return MW_ECUDA;
   }
   if (blocks > MAX_BLOCKS_PER_SM) blocks = MAX_BLOCKS_PER_SM;
@@ -372,28 +380,27 @@ static int load_next(mw_runtime *rt) {
   be->fn = fn;
   /* every worker must be resident at once: never more than the occupancy allows */
   uint32_t fit = (uint32_t)(blocks * be->nsm * WARPS_PER_BLOCK);
-  uint32_t want = rt->desc.workers ? rt->desc.workers
-                                   : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
+  uint32_t want = be->workers ? be->workers
+                              : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
   if (want > fit) want = fit;
-  if (want > rt->max_workers) want = rt->max_workers;
-  if (want != rt->nworkers) {
-    rt->nworkers = want;
-    rt->state.nworkers = want;
-    int rc = cuda_h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &want, 4);
+  if (want > be->max_workers) want = be->max_workers;
+  if (want != *nworkers) {
+    *nworkers = want;
+    int rc = cuda_h2d((mw__backend *)be, state_dev + offsetof(mw_state, nworkers), &want, 4);
     if (rc) return rc;
   }
   return 0;
 }
 
-static int cuda_launch(mw_runtime *rt) {
-  cuda_be *be = rt->be;
-  int rc = cur(rt);
+static int cuda_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
+  cuda_be *be = (cuda_be *)b;
+  int rc = cur(be);
   if (rc) return rc;
-  if (be->next_image && (rc = load_next(rt))) return rc;
+  if (be->next_image && (rc = load_next(be, state_dev, nworkers))) return rc;
   if (!be->fn) return MW_EINVAL;
   release_retired(be); /* nothing runs now */
-  unsigned grid = (rt->nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
-  uint64_t st = rt->state_dev;
+  unsigned grid = (*nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
+  uint64_t st = state_dev;
   void *params[] = {&st};
   CU(mw__cu.cuLaunchKernel(be->fn, grid, 1, 1, BLOCK_THREADS, 1, 1, 0, be->exec, params, NULL),
      "cuLaunchKernel");
@@ -401,8 +408,8 @@ static int cuda_launch(mw_runtime *rt) {
   return 0;
 }
 
-static int cuda_query(mw_runtime *rt) {
-  cuda_be *be = rt->be;
+static int cuda_query(mw__backend *b) {
+  cuda_be *be = (cuda_be *)b;
   if (be->faulted) return MW_EFAULT;
   mw__cu.cuCtxSetCurrent(be->ctx);
   mw_CUresult r = mw__cu.cuStreamQuery(be->exec);
@@ -410,14 +417,14 @@ static int cuda_query(mw_runtime *rt) {
   be->running = 0;
   if (r == MW_CUDA_SUCCESS) return 0;
   be->faulted = 1;
-  mw__cuda_error(r, "the executor", rt->err, sizeof rt->err);
+  mw__cuda_error(r, "the executor", be->err, be->errlen);
   return MW_EFAULT;
 }
 
-static int cuda_quiesce(mw_runtime *rt, double deadline) {
+static int cuda_quiesce(mw__backend *b, double deadline) {
   double end = mw__now() + deadline;
   for (;;) {
-    int q = cuda_query(rt);
+    int q = cuda_query(b);
     if (q <= 0) return 0;
     if (mw__now() > end) return MW_ETIMEDOUT;
     mw__sleep_ns(20000);
@@ -426,13 +433,32 @@ static int cuda_quiesce(mw_runtime *rt, double deadline) {
 
 /* A kernel that never returns cannot be preempted: destroying the context is the only way
  * out, and it takes the whole state with it. */
-static void cuda_abandon(mw_runtime *rt) {
-  cuda_be *be = rt->be;
+static void cuda_abandon(mw__backend *b) {
+  cuda_be *be = (cuda_be *)b;
   be->faulted = 1;
 }
 
 const mw__backend_ops mw__backend_cuda_local = {
-    "cuda",      cuda_open, cuda_close, cuda_alloc_pinned, cuda_free_pinned, cuda_alloc,
-    cuda_free,   cuda_h2d,  cuda_d2h,   cuda_build,        cuda_launch,      cuda_query,
-    cuda_quiesce, cuda_abandon,
+    .name = "cuda",
+    .host_code = 0,
+    .source_ext = "cu",
+    .cta_in_memory = 0,
+    .shares_cpus = 0,
+    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
+    .claim_device = 1,
+    .clock = "%globaltimer",
+    .probe = mw__cuda_probe, /* the driver in this process */
+    .open = cuda_open,
+    .close = cuda_close,
+    .alloc_pinned = cuda_alloc_pinned,
+    .free_pinned = cuda_free_pinned,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .h2d = cuda_h2d,
+    .d2h = cuda_d2h,
+    .build = cuda_build,
+    .launch = cuda_launch,
+    .query = cuda_query,
+    .quiesce = cuda_quiesce,
+    .abandon = cuda_abandon,
 };

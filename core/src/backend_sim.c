@@ -38,6 +38,7 @@
 #define SIM_COMPILE_TIMEOUT_S 600.0
 #define SIM_DEFAULT_WORKERS 4u
 #define SIM_MAX_WORKERS 64u
+#define SIM_DEFAULT_CAPACITY (1u << 16) /* task frames by default */
 
 typedef int (*run_warp_fn)(void (*)(void *), void *, unsigned, unsigned, char *, unsigned);
 
@@ -55,7 +56,12 @@ typedef struct sim_thread {
 } sim_thread;
 
 typedef struct sim_be {
-  mw_runtime *rt;
+  char *err; /* mw__backend_args.err */
+  size_t errlen;
+  int (*find_task)(void *, uint32_t, const char **, const char **, int *); /* mw__backend_args */
+  void *ctx;
+  uint64_t state_dev; /* of the last launch */
+  int abandoned;      /* its threads may still run: close leaves everything to them */
   sim_image cur, next;
   void **old_so;
   int nold;
@@ -72,17 +78,22 @@ static const char *sim_cxx(void) {
   return c && *c ? c : MW_SIM_CXX;
 }
 
-static int sim_open(mw_runtime *rt, const mw_runtime_desc *d) {
+#define fail(be, ...) mw__put_error((be)->err, (be)->errlen, __VA_ARGS__)
+
+static int sim_open(const mw__backend_args *a, mw__backend **out, mw__backend_info *info) {
   sim_be *be = calloc(1, sizeof *be);
   if (!be) return MW_ENOMEM;
-  be->rt = rt;
+  be->err = a->err;
+  be->errlen = a->errlen;
+  be->find_task = a->find_task;
+  be->ctx = a->ctx;
   pthread_mutex_init(&be->lock, NULL);
-  rt->be = be;
+  *out = (mw__backend *)be;
   /* a request above SIM_MAX_WORKERS is refused by mw_runtime_create */
-  rt->max_workers = d->workers ? (d->workers < SIM_MAX_WORKERS ? d->workers : SIM_MAX_WORKERS)
-                               : SIM_DEFAULT_WORKERS;
-  if (d->workers > SIM_MAX_WORKERS) rt->max_workers = SIM_MAX_WORKERS;
-  rt->nworkers = rt->max_workers;
+  info->max_workers = a->workers ? (a->workers < SIM_MAX_WORKERS ? a->workers : SIM_MAX_WORKERS)
+                                 : SIM_DEFAULT_WORKERS;
+  if (a->workers > SIM_MAX_WORKERS) info->max_workers = SIM_MAX_WORKERS;
+  info->workers = info->max_workers;
   return 0;
 }
 
@@ -93,9 +104,9 @@ static void join_threads(sim_be *be) {
   be->nthreads = 0;
 }
 
-static void sim_close(mw_runtime *rt) {
-  sim_be *be = rt->be;
-  if (!be) return;
+static void sim_close(mw__backend *b) {
+  sim_be *be = (sim_be *)b;
+  if (!be || be->abandoned) return;
   if (be->nthreads) join_threads(be);
   {
     if (be->cur.so) dlclose(be->cur.so);
@@ -104,7 +115,6 @@ static void sim_close(mw_runtime *rt) {
   }
   free(be->old_so);
   free(be);
-  rt->be = NULL;
 }
 
 /* Device memory on sim is host memory laid out so that an access past an allocation's end
@@ -118,13 +128,13 @@ typedef struct sim_block {
   size_t size;
 } sim_block;
 
-static int sim_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
+static int sim_alloc(mw__backend *be, size_t n, uint64_t *dev) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   size_t need = (n ? n : 1) + 256 + sizeof(sim_block);
   size_t size = (need + pg - 1) / pg * pg + pg; /* and the guard page */
   char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
-    mw__rt_error(rt, "out of host memory allocating %zu bytes", n);
+    fail((sim_be *)be, "out of host memory allocating %zu bytes", n);
     return MW_ENOMEM;
   }
   char *guard = base + size - pg;
@@ -135,26 +145,26 @@ static int sim_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
   *dev = (uint64_t)p; /* fresh anonymous pages: zeroed */
   return 0;
 }
-static void sim_free(mw_runtime *rt, uint64_t dev) {
-  (void)rt;
+static void sim_free(mw__backend *be, uint64_t dev) {
+  (void)be;
   if (!dev) return;
   sim_block b;
   memcpy(&b, (const char *)(uintptr_t)dev - sizeof b, sizeof b);
   munmap(b.base, b.size);
 }
-static int sim_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
-  int rc = sim_alloc(rt, n, dev);
+static int sim_alloc_pinned(mw__backend *b, size_t n, void **host, uint64_t *dev) {
+  int rc = sim_alloc(b, n, dev);
   *host = rc ? NULL : (void *)(uintptr_t)*dev;
   return rc;
 }
-static void sim_free_pinned(mw_runtime *rt, void *host) { sim_free(rt, (uint64_t)(uintptr_t)host); }
-static int sim_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
-  (void)rt;
+static void sim_free_pinned(mw__backend *b, void *host) { sim_free(b, (uint64_t)(uintptr_t)host); }
+static int sim_h2d(mw__backend *b, uint64_t dst, const void *src, size_t n) {
+  (void)b;
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
-static int sim_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
-  (void)rt;
+static int sim_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
+  (void)b;
   memcpy(dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
@@ -231,10 +241,10 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
+static int load_image(sim_be *be, const char *so_path, sim_image *img) {
   void *so = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
   if (!so) {
-    mw__rt_error(rt, "loading the sim program: %s", dlerror());
+    fail(be, "loading the sim program: %s", dlerror());
     return MW_ECOMPILE;
   }
   img->so = so;
@@ -244,7 +254,7 @@ static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
   unsigned *proto = dlsym(so, "mw_sim_protocol");
   if (!img->kernel || !img->run_warp || !img->set_abort_flag || !proto ||
       *proto != MW_PROTOCOL_VERSION) {
-    mw__rt_error(rt, "the sim program lacks its entry points");
+    fail(be, "the sim program lacks its entry points");
     dlclose(so);
     img->so = NULL;
     return MW_ECOMPILE;
@@ -252,8 +262,8 @@ static int load_image(mw_runtime *rt, const char *so_path, sim_image *img) {
   return 0;
 }
 
-static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
-  sim_be *be = rt->be;
+static int sim_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
+  sim_be *be = (sim_be *)b;
   const char *cxx = sim_cxx();
   /* the key: the source, the compiler, its flags, the include folders and the headers reached */
   char dirs[65] = "";
@@ -266,7 +276,7 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
   mw__cache_key(parts, NULL, 7, key);
   char dir[] = "/tmp/moonwarp-sim-XXXXXX";
   if (!mkdtemp(dir)) {
-    mw__rt_error(rt, "cannot create a temporary directory for the sim build");
+    fail(be, "cannot create a temporary directory for the sim build");
     return MW_EIO;
   }
   char cpp[256], so[256], logp[256];
@@ -281,23 +291,23 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
   if (mw__cache_get(key, "so", &data, &size) == 0) {
     /* a cached program that does not load (made by another version, a changed system) is
      * removed and made afresh */
-    loaded = mw__write_file_atomic(so, data, size) == 0 && load_image(rt, so, &img) == 0;
+    loaded = mw__write_file_atomic(so, data, size) == 0 && load_image(be, so, &img) == 0;
     free(data);
     data = NULL;
     if (!loaded) {
       mw__cache_remove(key, "so");
-      rt->err[0] = 0;
+      be->err[0] = 0;
     }
   }
   if (!loaded) {
     if (mw__write_file_atomic(cpp, source, strlen(source))) {
       rc = MW_EIO;
-      mw__rt_error(rt, "cannot write %s", cpp);
+      fail(be, "cannot write %s", cpp);
     } else {
       int st = run_compiler(cpp, so, logp, bo);
       if (st == -2) {
-        mw__rt_error(rt, "the C++ compiler (%s) took longer than %.0f s and was stopped", cxx,
-                     SIM_COMPILE_TIMEOUT_S);
+        fail(be, "the C++ compiler (%s) took longer than %.0f s and was stopped", cxx,
+             SIM_COMPILE_TIMEOUT_S);
         rc = MW_ETIMEDOUT;
       } else if (st != 0) {
         char *log = NULL;
@@ -307,8 +317,7 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
           free(log);
           log = user;
         }
-        mw__rt_error(rt, "%s%s", log && *log ? log : "the C++ compiler failed: ",
-                     log && *log ? "" : cxx);
+        fail(be, "%s%s", log && *log ? log : "the C++ compiler failed: ", log && *log ? "" : cxx);
         free(log);
         rc = st == -1 ? MW_ENODEV : MW_ECOMPILE;
       } else if (mw__read_file(so, (char **)&data, &size) == 0) {
@@ -317,7 +326,7 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
       }
     }
   }
-  if (!rc && !loaded) rc = load_image(rt, so, &img);
+  if (!rc && !loaded) rc = load_image(be, so, &img);
   if (!rc) {
     if (be->next.so) dlclose(be->next.so);
     be->next = img;
@@ -332,7 +341,7 @@ static int sim_build(mw_runtime *rt, const char *source, const mw__build_opts *b
 /* ", running task NAME (FILE:LINE)": the bulk task the warp was running when it faulted, else
  * the innermost level of its chain (the CTA's shared state), with the place of the task's
  * declaration; "" if none. */
-static void running_task(mw_runtime *rt, mw_state *st, unsigned warp, char *out, size_t cap) {
+static void running_task(sim_be *be, mw_state *st, unsigned warp, char *out, size_t cap) {
   out[0] = 0;
   if (!st->sim_cta) return;
   const mw_wstate *ws = &st->sim_cta[warp];
@@ -343,21 +352,17 @@ static void running_task(mw_runtime *rt, mw_state *st, unsigned warp, char *out,
     kind = ws->lv[depth - 1].kind;
   else
     return;
-  for (int i = 0; i < rt->nprogs; ++i)
-    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k) {
-      const mw__task *tk = &rt->progs[i]->parsed.tasks[k];
-      if (tk->kind == kind) {
-        snprintf(out, cap, ", running task %s (%s:%d)", tk->name, rt->progs[i]->parsed.file, tk->line);
-        return;
-      }
-    }
+  const char *name, *file;
+  int line;
+  if (be->find_task && be->find_task(be->ctx, kind, &name, &file, &line))
+    snprintf(out, cap, ", running task %s (%s:%d)", name, file, line);
 }
 
 static void *warp_main(void *arg) {
   sim_thread *t = arg;
   sim_be *be = t->be;
   char err[512] = "";
-  mw_state *st = (mw_state *)(uintptr_t)be->rt->state_dev;
+  mw_state *st = (mw_state *)(uintptr_t)be->state_dev;
   int rc;
   /* once a warp faulted, the task code of the others stops at its next sleep (sim_shim.h) */
   be->cur.set_abort_flag((const volatile int *)&be->fault);
@@ -367,7 +372,7 @@ static void *warp_main(void *arg) {
     mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
   if (rc) {
     char task[256];
-    running_task(be->rt, st, t->warp, task, sizeof task);
+    running_task(be, st, t->warp, task, sizeof task);
     pthread_mutex_lock(&be->lock);
     if (!atomic_load(&be->fault)) {
       snprintf(be->fault_msg, sizeof be->fault_msg, "%s%s", err[0] ? err : "sim warp failed", task);
@@ -383,13 +388,13 @@ static void *warp_main(void *arg) {
   return NULL;
 }
 
-static int sim_launch(mw_runtime *rt) {
-  sim_be *be = rt->be;
+static int sim_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
+  sim_be *be = (sim_be *)b;
   if (be->nthreads) join_threads(be);
   /* a launch that fails, on demand: how the specs reach the runtime's recovery paths */
   const char *refuse = getenv("MOONWARP_SIM_REFUSE_LAUNCH");
   if (refuse && !strcmp(refuse, "1")) {
-    mw__rt_error(rt, "the sim launch was refused (MOONWARP_SIM_REFUSE_LAUNCH=1)");
+    fail(be, "the sim launch was refused (MOONWARP_SIM_REFUSE_LAUNCH=1)");
     return MW_ENODEV;
   }
   if (be->next.so) {
@@ -403,31 +408,32 @@ static int sim_launch(mw_runtime *rt) {
     memset(&be->next, 0, sizeof be->next);
   }
   if (!be->cur.so) return MW_EINVAL;
-  be->threads = calloc(rt->nworkers, sizeof *be->threads);
+  be->threads = calloc(*nworkers, sizeof *be->threads);
   if (!be->threads) return MW_ENOMEM;
-  atomic_store(&be->live, (int)rt->nworkers);
-  be->nthreads = rt->nworkers;
-  for (unsigned i = 0; i < rt->nworkers; ++i) {
+  be->state_dev = state_dev;
+  atomic_store(&be->live, (int)*nworkers);
+  be->nthreads = *nworkers;
+  for (unsigned i = 0; i < *nworkers; ++i) {
     be->threads[i].be = be;
     be->threads[i].warp = i;
     if (pthread_create(&be->threads[i].tid, NULL, warp_main, &be->threads[i])) {
       /* stop those already started */
-      atomic_store_explicit((_Atomic uint32_t *)&((mw_state *)(uintptr_t)rt->state_dev)->stop, 1u,
+      atomic_store_explicit((_Atomic uint32_t *)&((mw_state *)(uintptr_t)state_dev)->stop, 1u,
                             memory_order_release);
-      atomic_fetch_sub(&be->live, (int)(rt->nworkers - i));
+      atomic_fetch_sub(&be->live, (int)(*nworkers - i));
       be->nthreads = i;
       join_threads(be);
-      mw__rt_error(rt, "cannot start sim worker threads");
+      fail(be, "cannot start sim worker threads");
       return MW_ENOMEM;
     }
   }
   return 0;
 }
 
-static int sim_query(mw_runtime *rt) {
-  sim_be *be = rt->be;
+static int sim_query(mw__backend *b) {
+  sim_be *be = (sim_be *)b;
   if (atomic_load(&be->fault)) {
-    mw__rt_error(rt, "%s", be->fault_msg);
+    fail(be, "%s", be->fault_msg);
     return MW_EFAULT;
   }
   if (atomic_load(&be->live) > 0) return 1;
@@ -435,8 +441,8 @@ static int sim_query(mw_runtime *rt) {
   return 0;
 }
 
-static int sim_quiesce(mw_runtime *rt, double deadline) {
-  sim_be *be = rt->be;
+static int sim_quiesce(mw__backend *b, double deadline) {
+  sim_be *be = (sim_be *)b;
   double end = mw__now() + deadline;
   while (atomic_load(&be->live) > 0) {
     if (mw__now() > end) return MW_ETIMEDOUT;
@@ -446,19 +452,38 @@ static int sim_quiesce(mw_runtime *rt, double deadline) {
   return 0;
 }
 
-static void sim_abandon(mw_runtime *rt) {
-  sim_be *be = rt->be;
+static void sim_abandon(mw__backend *b) {
+  sim_be *be = (sim_be *)b;
   /* threads that never return keep using the runtime's memory: leave it all to them */
   for (unsigned i = 0; i < be->nthreads; ++i) pthread_detach(be->threads[i].tid);
   be->threads = NULL;
   be->nthreads = 0;
-  rt->be = NULL;
+  be->abandoned = 1;
 }
 
 const mw__backend_ops mw__backend_sim = {
-    "sim",        sim_open,  sim_close, sim_alloc_pinned, sim_free_pinned, sim_alloc,
-    sim_free,     sim_h2d,   sim_d2h,   sim_build,        sim_launch,      sim_query,
-    sim_quiesce, sim_abandon,
+    .name = "sim",
+    .host_code = 1,
+    .source_ext = "cpp",
+    .cta_in_memory = 1,
+    .shares_cpus = 1,
+    .default_capacity = SIM_DEFAULT_CAPACITY,
+    .claim_device = 0,
+    .clock = "CLOCK_MONOTONIC",
+    .probe = NULL, /* never asked: auto falls back to sim */
+    .open = sim_open,
+    .close = sim_close,
+    .alloc_pinned = sim_alloc_pinned,
+    .free_pinned = sim_free_pinned,
+    .alloc = sim_alloc,
+    .free = sim_free,
+    .h2d = sim_h2d,
+    .d2h = sim_d2h,
+    .build = sim_build,
+    .launch = sim_launch,
+    .query = sim_query,
+    .quiesce = sim_quiesce,
+    .abandon = sim_abandon,
 };
 
 /* ---- shared by the backends: dumping the generated source for users to read -------------- */

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "device_link.h"
 #include "internal.h"
 #include "jit.h"
@@ -110,21 +111,21 @@ static void publish(mw__link_status *st, int state, const char *err) {
 /* The device process's state between requests. */
 typedef struct server {
   const mw__backend_ops *o; /* the cuda backend, in this process */
-  mw_runtime *rt;           /* the fields of a runtime that the backend's ops use */
+  mw__backend *be;          /* its state, from OP_OPEN */
   mw__link_status *st;
   int opened, running;
+  char err[8192]; /* the message of the request being answered (mw__backend_args.err) */
 } server;
 
 /* Maps the memfd passed with OP_PIN and registers it with the driver; a: the device address,
  * b: this process's mapping (the library's token for it). */
 static int serve_pin(server *sv, const mw__req *q, int passed, uint64_t *a, uint64_t *b) {
-  mw_runtime *rt = sv->rt;
   void *p = passed >= 0 ? mmap(NULL, q->a, PROT_READ | PROT_WRITE, MAP_SHARED, passed, 0) : MAP_FAILED;
   if (p == MAP_FAILED) {
-    snprintf(rt->err, sizeof rt->err, "the device process cannot map shared memory: %s", strerror(errno));
+    snprintf(sv->err, sizeof sv->err, "the device process cannot map shared memory: %s", strerror(errno));
     return MW_ENOMEM;
   }
-  int rc = mw__cuda_register_host(rt, p, q->a, a);
+  int rc = mw__cuda_register_host(sv->be, p, q->a, a);
   if (rc) munmap(p, q->a);
   else *b = (uint64_t)(uintptr_t)p;
   return rc;
@@ -135,49 +136,51 @@ static int serve_pin(server *sv, const mw__req *q, int passed, uint64_t *a, uint
 static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint64_t *a, uint64_t *b,
                      void **out, size_t *outlen) {
   const mw__backend_ops *o = sv->o;
-  mw_runtime *rt = sv->rt;
+  mw__backend *be = sv->be;
   int rc = 0;
   switch (q->op) {
-    case MW_OP_OPEN:
-      rt->desc.device = (int)q->a;
-      rt->desc.workers = (uint32_t)q->b;
-      rc = o->open(rt, &rt->desc);
+    case MW_OP_OPEN: {
+      /* NVRTC stays with the library: the images come built (MW_OP_IMAGE) */
+      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b, .prebuilt = 1,
+                               .err = sv->err, .errlen = sizeof sv->err};
+      mw__backend_info info = {0, 0, 0};
+      rc = o->open(&args, &sv->be, &info);
       sv->opened = !rc;
-      *a = rt->max_workers;
-      *b = rt->nworkers | (sv->opened ? (uint64_t)mw__cuda_arch(rt) << 32 : 0);
+      *a = info.max_workers;
+      *b = info.workers | (sv->opened ? (uint64_t)info.arch << 32 : 0);
       return rc;
+    }
     case MW_OP_PIN: return serve_pin(sv, q, passed, a, b);
     case MW_OP_UNPIN:
-      mw__cuda_unregister_host(rt, (void *)(uintptr_t)q->a);
+      mw__cuda_unregister_host(be, (void *)(uintptr_t)q->a);
       munmap((void *)(uintptr_t)q->a, q->b);
       return 0;
-    case MW_OP_ALLOC: return o->alloc(rt, q->a, a);
-    case MW_OP_FREE: o->free(rt, q->a); return 0;
-    case MW_OP_H2D: return o->h2d(rt, q->a, *data, q->len);
+    case MW_OP_ALLOC: return o->alloc(be, q->a, a);
+    case MW_OP_FREE: o->free(be, q->a); return 0;
+    case MW_OP_H2D: return o->h2d(be, q->a, *data, q->len);
     case MW_OP_D2H:
       *out = malloc(q->b ? q->b : 1);
       if (!*out) return MW_ENOMEM;
-      if (!(rc = o->d2h(rt, *out, q->a, q->b))) *outlen = q->b;
+      if (!(rc = o->d2h(be, *out, q->a, q->b))) *outlen = q->b;
       return rc;
-    case MW_OP_H2D_STAGED: return o->h2d(rt, q->a, (const void *)(uintptr_t)q->b, q->c);
-    case MW_OP_D2H_STAGED: return o->d2h(rt, (void *)(uintptr_t)q->b, q->a, q->c);
+    case MW_OP_H2D_STAGED: return o->h2d(be, q->a, (const void *)(uintptr_t)q->b, q->c);
+    case MW_OP_D2H_STAGED: return o->d2h(be, (void *)(uintptr_t)q->b, q->a, q->c);
     case MW_OP_IMAGE:
-      mw__cuda_set_next_image(rt, *data);
+      mw__cuda_set_next_image(be, *data);
       *data = NULL;
       return 0;
-    case MW_OP_LAUNCH:
-      rt->state_dev = q->a;
-      rt->nworkers = (uint32_t)q->b;
-      rt->state.nworkers = rt->nworkers;
-      rc = o->launch(rt);
+    case MW_OP_LAUNCH: {
+      uint32_t nworkers = (uint32_t)q->b;
+      rc = o->launch(be, q->a, &nworkers);
       if (!rc) {
         sv->running = 1;
         publish(sv->st, 1, NULL);
       }
-      *a = rt->nworkers;
+      *a = nworkers;
       return rc;
+    }
     default:
-      snprintf(rt->err, sizeof rt->err, "unknown request %u", q->op);
+      snprintf(sv->err, sizeof sv->err, "unknown request %u", q->op);
       return MW_EINVAL;
   }
 }
@@ -185,9 +188,9 @@ static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint
 /* While the executor runs and no request waits: publishes its end, else waits a little for a
  * request. */
 static void watch_executor(server *sv, int fd) {
-  int q = sv->o->query(sv->rt);
+  int q = sv->o->query(sv->be);
   if (q != 1) {
-    publish(sv->st, q, q < 0 ? sv->rt->err : NULL);
+    publish(sv->st, q, q < 0 ? sv->err : NULL);
     sv->running = 0;
     return;
   }
@@ -209,21 +212,21 @@ static int recv_payload(int fd, const mw__req *q, void **data) {
 /* OP_CLOSE: closes the backend if it was opened, then acknowledges. */
 static void serve_close(server *sv, int fd, void *data) {
   free(data);
-  if (sv->opened) sv->o->close(sv->rt);
+  if (sv->opened) sv->o->close(sv->be);
   reply(fd, 0, NULL, 0, 0, NULL, 0);
 }
 
 /* Carries out request q (with its payload data and descriptor passed, both released here) and
  * sends the reply; nonzero when the reply could not be sent. */
 static int answer(server *sv, int fd, const mw__req *q, void *data, int passed) {
-  sv->rt->err[0] = 0;
+  sv->err[0] = 0;
   uint64_t a = 0, b = 0;
   void *out = NULL;
   size_t outlen = 0;
   int rc = serve_one(sv, q, &data, passed, &a, &b, &out, &outlen);
   if (passed >= 0) close(passed);
   free(data);
-  int sent = reply(fd, rc, sv->rt->err, a, b, out, outlen);
+  int sent = reply(fd, rc, sv->err, a, b, out, outlen);
   free(out);
   return sent;
 }
@@ -231,9 +234,7 @@ static int answer(server *sv, int fd, const mw__req *q, void *data, int passed) 
 /* Serves requests on fd until OP_CLOSE or until the library goes away; between requests,
  * watches the executor while it runs. Runs in the device process. */
 static int serve(int fd, mw__link_status *st) {
-  server sv = {&mw__backend_cuda_local, calloc(1, sizeof(mw_runtime)), st, 0, 0};
-  if (!sv.rt) return 1;
-  sv.rt->ops = sv.o;
+  server sv = {&mw__backend_cuda_local, NULL, st, 0, 0, ""};
   for (;;) {
     if (!wait_fd(fd, POLLIN, sv.running ? 0 : -1)) {
       watch_executor(&sv, fd);
@@ -264,6 +265,8 @@ typedef struct pinned {
 } pinned;
 
 typedef struct proxy {
+  char *err; /* mw__backend_args.err */
+  size_t errlen;
   pid_t pid;
   int fd;
   int sm;
@@ -303,28 +306,27 @@ static void collect(pid_t pid, double timeout_s) {
   pthread_mutex_unlock(&zombies_lock);
 }
 
-/* Marks the device process unusable, kills it, and says why in rt->err. */
-static int lose(mw_runtime *rt, int rc, const char *what) {
-  proxy *px = rt->be;
+#define fail(px, ...) mw__put_error((px)->err, (px)->errlen, __VA_ARGS__)
+
+/* Marks the device process unusable, kills it, and says why in px->err. */
+static int lose(proxy *px, int rc, const char *what) {
   if (!px->dead) {
     px->dead = 1;
     kill(px->pid, SIGKILL);
     if (rc == MW_ETIMEDOUT)
-      mw__rt_error(rt, "the device process did not answer %s within %d s", what,
-                   LINK_TIMEOUT_MS / 1000);
+      fail(px, "the device process did not answer %s within %d s", what, LINK_TIMEOUT_MS / 1000);
     else
-      mw__rt_error(rt, "the device process exited during %s", what);
+      fail(px, "the device process exited during %s", what);
   }
   return MW_EFAULT;
 }
 
 /* One request and its reply. payload/out may be NULL. Returns the child's code (its message in
- * rt->err) or MW_EFAULT when the link broke. */
+ * px->err) or MW_EFAULT when the link broke. */
 /* Sends request q with its payload (and a descriptor when pass_fd >= 0). */
-static int link_send(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd) {
-  proxy *px = rt->be;
+static int link_send(proxy *px, const char *what, mw__req q, const void *payload, int pass_fd) {
   if (px->dead) {
-    mw__rt_error(rt, "the device process is gone (%s)", what);
+    fail(px, "the device process is gone (%s)", what);
     return MW_EFAULT;
   }
   int rc;
@@ -350,37 +352,36 @@ static int link_send(mw_runtime *rt, const char *what, mw__req q, const void *pa
     rc = send_all(px->fd, &q, sizeof q, LINK_TIMEOUT_MS);
   }
   if (!rc && q.len) rc = send_all(px->fd, payload, q.len, LINK_TIMEOUT_MS);
-  return rc ? lose(rt, rc, what) : 0;
+  return rc ? lose(px, rc, what) : 0;
 }
 
-/* Receives the answer to the oldest request in flight: its message goes to rt->err, its
+/* Receives the answer to the oldest request in flight: its message goes to px->err, its
  * payload (at most outcap bytes) to out. Returns the request's status. */
-static int link_recv(mw_runtime *rt, const char *what, mw__rep *rep, void *out, size_t outcap) {
-  proxy *px = rt->be;
+static int link_recv(proxy *px, const char *what, mw__rep *rep, void *out, size_t outcap) {
   mw__rep r;
   int rc = recv_all(px->fd, &r, sizeof r, LINK_TIMEOUT_MS);
   if (!rc && r.errlen) {
     char *msg = malloc(r.errlen + 1);
-    if (!msg) return lose(rt, MW_EIO, what);
+    if (!msg) return lose(px, MW_EIO, what);
     rc = recv_all(px->fd, msg, r.errlen, LINK_TIMEOUT_MS);
     if (!rc) {
       msg[r.errlen] = 0;
-      snprintf(rt->err, sizeof rt->err, "%s", msg);
+      snprintf(px->err, px->errlen, "%s", msg);
     }
     free(msg);
   }
   if (!rc && r.len) rc = r.len <= outcap ? recv_all(px->fd, out, r.len, LINK_TIMEOUT_MS) : MW_EIO;
-  if (rc) return lose(rt, rc, what);
+  if (rc) return lose(px, rc, what);
   if (rep) *rep = r;
-  if (r.rc) mw__set_error_str(rt->err);
+  if (r.rc) mw__set_error_str(px->err);
   return r.rc;
 }
 
 /* One request and its answer. */
-static int call(mw_runtime *rt, const char *what, mw__req q, const void *payload, int pass_fd,
+static int call(proxy *px, const char *what, mw__req q, const void *payload, int pass_fd,
                 mw__rep *rep, void *out, size_t outcap) {
-  int rc = link_send(rt, what, q, payload, pass_fd);
-  return rc ? rc : link_recv(rt, what, rep, out, outcap);
+  int rc = link_send(px, what, q, payload, pass_fd);
+  return rc ? rc : link_recv(px, what, rep, out, outcap);
 }
 
 /* ---- starting a device process ----------------------------------------------------------- */
@@ -435,7 +436,6 @@ int mw__device_main(int argc, char **argv) {
   }
   signal(SIGINT, SIG_IGN); /* the library's process decides what ^C means */
   signal(SIGPIPE, SIG_IGN);
-  mw__cuda_serving = 1;
   if (!strcmp(argv[1], "probe")) {
     char m[1024] = "";
     int r = mw__cuda_probe(m, sizeof m);
@@ -475,10 +475,10 @@ static pid_t spawn_device(const char *mode, int fd3, int fd4) {
   _exit(mw__device_main(2, argv));
 }
 
-static int start_child(mw_runtime *rt, proxy *px) {
+static int start_child(proxy *px) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-    mw__rt_error(rt, "socketpair: %s", strerror(errno));
+    fail(px, "socketpair: %s", strerror(errno));
     return MW_EIO;
   }
   int sfd = memfd_create("moonwarp-status", MFD_CLOEXEC);
@@ -486,7 +486,7 @@ static int start_child(mw_runtime *rt, proxy *px) {
       (px->st = mmap(NULL, sizeof *px->st, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0)) ==
           MAP_FAILED) {
     px->st = NULL;
-    mw__rt_error(rt, "shared memory for the device process: %s", strerror(errno));
+    fail(px, "shared memory for the device process: %s", strerror(errno));
     if (sfd >= 0) close(sfd);
     close(sv[0]);
     close(sv[1]);
@@ -502,8 +502,8 @@ static int start_child(mw_runtime *rt, proxy *px) {
     close(sfd);
     close(sv[0]);
     close(sv[1]);
-    mw__rt_error(rt, "the device program moonwarp-device is not installed next to the moonwarp "
-                     "library (set MOONWARP_DEVICE_PROCESS to its path)");
+    fail(px, "the device program moonwarp-device is not installed next to the moonwarp "
+             "library (set MOONWARP_DEVICE_PROCESS to its path)");
     return MW_ENODEV;
   }
   reap_zombies();
@@ -513,7 +513,7 @@ static int start_child(mw_runtime *rt, proxy *px) {
   close(sfd);
   if (pid < 0) {
     close(sv[0]);
-    mw__rt_error(rt, "fork: %s", strerror(err));
+    fail(px, "fork: %s", strerror(err));
     return MW_ENOMEM;
   }
   px->pid = pid;
@@ -521,34 +521,37 @@ static int start_child(mw_runtime *rt, proxy *px) {
   return 0;
 }
 
-static int proxy_open(mw_runtime *rt, const mw_runtime_desc *d) {
+static int proxy_open(const mw__backend_args *a, mw__backend **out, mw__backend_info *info) {
   char nv[1024];
   int rc = mw__nvrtc_load(nv, sizeof nv);
   if (rc) {
-    mw__rt_error(rt, "the cuda backend needs NVRTC: %s", nv);
+    mw__put_error(a->err, a->errlen, "the cuda backend needs NVRTC: %s", nv);
     return rc;
   }
   proxy *px = calloc(1, sizeof *px);
   if (!px) return MW_ENOMEM;
+  px->err = a->err;
+  px->errlen = a->errlen;
   px->fd = -1;
-  rt->be = px;
-  if ((rc = start_child(rt, px))) return rc;
-  mw__req q = {MW_OP_OPEN, 0, (uint64_t)d->device, d->workers, 0, 0};
+  *out = (mw__backend *)px;
+  if ((rc = start_child(px))) return rc;
+  mw__req q = {MW_OP_OPEN, 0, (uint64_t)a->device, a->workers, 0, 0};
   mw__rep r;
-  if ((rc = call(rt, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
-  rt->max_workers = (uint32_t)r.a;
-  rt->nworkers = (uint32_t)r.b;
+  if ((rc = call(px, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
+  info->max_workers = (uint32_t)r.a;
+  info->workers = (uint32_t)r.b;
   px->sm = (int)(r.b >> 32);
+  info->arch = px->sm;
   return 0;
 }
 
-static void proxy_close(mw_runtime *rt) {
-  proxy *px = rt->be;
+static void proxy_close(mw__backend *b) {
+  proxy *px = (proxy *)b;
   if (!px) return;
   if (px->pid > 0) {
     if (!px->dead) {
       mw__req q = {MW_OP_CLOSE, 0, 0, 0, 0, 0};
-      call(rt, "closing the device", q, NULL, -1, NULL, NULL, 0);
+      call(px, "closing the device", q, NULL, -1, NULL, NULL, 0);
     }
     close(px->fd);
     collect(px->pid, px->dead ? 10.0 : 30.0);
@@ -560,23 +563,22 @@ static void proxy_close(mw_runtime *rt) {
   }
   if (px->st) munmap(px->st, sizeof *px->st);
   free(px);
-  rt->be = NULL;
 }
 
-static int proxy_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *dev) {
-  proxy *px = rt->be;
+static int proxy_alloc_pinned(mw__backend *b, size_t n, void **host, uint64_t *dev) {
+  proxy *px = (proxy *)b;
   size_t size = page_round(n);
   pinned *p = calloc(1, sizeof *p);
   int fd = memfd_create("moonwarp-pinned", MFD_CLOEXEC);
   if (!p || fd < 0 || ftruncate(fd, (off_t)size)) {
-    mw__rt_error(rt, "shared memory for the device: %s", strerror(errno));
+    fail(px, "shared memory for the device: %s", strerror(errno));
     if (fd >= 0) close(fd);
     free(p);
     return MW_ENOMEM;
   }
   p->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p->host == MAP_FAILED) {
-    mw__rt_error(rt, "mmap: %s", strerror(errno));
+    fail(px, "mmap: %s", strerror(errno));
     close(fd);
     free(p);
     return MW_ENOMEM;
@@ -584,7 +586,7 @@ static int proxy_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *d
   p->size = size;
   mw__req q = {MW_OP_PIN, 0, size, 0, 0, 0};
   mw__rep r;
-  int rc = call(rt, "pinning shared memory", q, NULL, fd, &r, NULL, 0);
+  int rc = call(px, "pinning shared memory", q, NULL, fd, &r, NULL, 0);
   close(fd);
   if (rc) {
     munmap(p->host, size);
@@ -599,14 +601,14 @@ static int proxy_alloc_pinned(mw_runtime *rt, size_t n, void **host, uint64_t *d
   return 0;
 }
 
-static void proxy_free_pinned(mw_runtime *rt, void *host) {
-  proxy *px = rt->be;
+static void proxy_free_pinned(mw__backend *b, void *host) {
+  proxy *px = (proxy *)b;
   for (pinned **pp = &px->pins; *pp; pp = &(*pp)->next) {
     pinned *p = *pp;
     if (p->host != host) continue;
     if (!px->dead) {
       mw__req q = {MW_OP_UNPIN, 0, p->token, p->size, 0, 0};
-      call(rt, "unpinning shared memory", q, NULL, -1, NULL, NULL, 0);
+      call(px, "unpinning shared memory", q, NULL, -1, NULL, NULL, 0);
     }
     munmap(p->host, p->size);
     *pp = p->next;
@@ -615,28 +617,27 @@ static void proxy_free_pinned(mw_runtime *rt, void *host) {
   }
 }
 
-static int proxy_alloc(mw_runtime *rt, size_t n, uint64_t *dev) {
+static int proxy_alloc(mw__backend *b, size_t n, uint64_t *dev) {
   mw__req q = {MW_OP_ALLOC, 0, n, 0, 0, 0};
   mw__rep r;
-  int rc = call(rt, "allocating device memory", q, NULL, -1, &r, NULL, 0);
+  int rc = call((proxy *)b, "allocating device memory", q, NULL, -1, &r, NULL, 0);
   if (!rc) *dev = r.a;
   return rc;
 }
 
-static void proxy_free(mw_runtime *rt, uint64_t dev) {
-  proxy *px = rt->be;
+static void proxy_free(mw__backend *b, uint64_t dev) {
+  proxy *px = (proxy *)b;
   if (px->dead) return;
   mw__req q = {MW_OP_FREE, 0, dev, 0, 0, 0};
-  call(rt, "freeing device memory", q, NULL, -1, NULL, NULL, 0);
+  call(px, "freeing device memory", q, NULL, -1, NULL, NULL, 0);
 }
 
 /* The staging region, pinned by the child at the first large copy. */
-static pinned *stage_region(mw_runtime *rt) {
-  proxy *px = rt->be;
+static pinned *stage_region(proxy *px) {
   if (!px->stage) {
     void *host;
     uint64_t dev;
-    if (proxy_alloc_pinned(rt, 2 * (size_t)MW_STAGE_HALF, &host, &dev)) return NULL;
+    if (proxy_alloc_pinned((mw__backend *)px, 2 * (size_t)MW_STAGE_HALF, &host, &dev)) return NULL;
     px->stage = px->pins; /* proxy_alloc_pinned puts it first */
   }
   return px->stage;
@@ -645,9 +646,9 @@ static pinned *stage_region(mw_runtime *rt) {
 /* A large copy through the staging halves (device_link.h): chunk i goes through half i % 2,
  * with the child's request for one chunk in flight while the library fills (to the device) or
  * empties (from the device) the other half. Every request sent is answered before it returns. */
-static int staged_copy(mw_runtime *rt, int to_dev, uint64_t dev, char *host, size_t n) {
+static int staged_copy(proxy *px, int to_dev, uint64_t dev, char *host, size_t n) {
   const char *what = to_dev ? "a copy to the device" : "a copy from the device";
-  pinned *sg = stage_region(rt);
+  pinned *sg = stage_region(px);
   if (!sg) return MW_ENOMEM;
   size_t nchunks = (n + MW_STAGE_HALF - 1) / MW_STAGE_HALF, sent = 0, answered = 0;
   int rc = 0;
@@ -659,13 +660,13 @@ static int staged_copy(mw_runtime *rt, int to_dev, uint64_t dev, char *host, siz
       size_t half = (sent & 1) * (size_t)MW_STAGE_HALF;
       if (to_dev) memcpy((char *)sg->host + half, host + off, len);
       mw__req q = {to_dev ? MW_OP_H2D_STAGED : MW_OP_D2H_STAGED, 0, dev + off, sg->token + half, 0, len};
-      if ((rc = link_send(rt, what, q, NULL, -1))) return rc; /* the link is lost: nothing to drain */
+      if ((rc = link_send(px, what, q, NULL, -1))) return rc; /* the link is lost: nothing to drain */
       ++sent;
     }
     if (answered == sent) break; /* an earlier answer failed: nothing more in flight */
-    int r = link_recv(rt, what, NULL, NULL, 0);
+    int r = link_recv(px, what, NULL, NULL, 0);
     if (r && !rc) rc = r;
-    if (r == MW_EFAULT && ((proxy *)rt->be)->dead) return r;
+    if (r == MW_EFAULT && px->dead) return r;
     if (!rc && !to_dev) {
       size_t off = answered * (size_t)MW_STAGE_HALF, len = answered + 1 == nchunks ? n - off : MW_STAGE_HALF;
       memcpy(host + off, (char *)sg->host + (answered & 1) * (size_t)MW_STAGE_HALF, len);
@@ -675,45 +676,46 @@ static int staged_copy(mw_runtime *rt, int to_dev, uint64_t dev, char *host, siz
   return rc;
 }
 
-static int proxy_h2d(mw_runtime *rt, uint64_t dst, const void *src, size_t n) {
-  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(rt, 1, dst, (char *)src, n);
+static int proxy_h2d(mw__backend *b, uint64_t dst, const void *src, size_t n) {
+  proxy *px = (proxy *)b;
+  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(px, 1, dst, (char *)src, n);
   mw__req q = {MW_OP_H2D, 0, dst, 0, n, 0};
-  return call(rt, "a copy to the device", q, src, -1, NULL, NULL, 0);
+  return call(px, "a copy to the device", q, src, -1, NULL, NULL, 0);
 }
 
-static int proxy_d2h(mw_runtime *rt, void *dst, uint64_t src, size_t n) {
-  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(rt, 0, src, dst, n);
+static int proxy_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
+  proxy *px = (proxy *)b;
+  if (n >= MW_STAGE_MIN && !getenv("MOONWARP_NO_STAGING")) return staged_copy(px, 0, src, dst, n);
   mw__req q = {MW_OP_D2H, 0, src, n, 0, 0};
-  return call(rt, "a copy from the device", q, NULL, -1, NULL, dst, n);
+  return call(px, "a copy from the device", q, NULL, -1, NULL, dst, n);
 }
 
 /* NVRTC runs here, in the library's process (it needs no driver); the child gets the cubin. */
-static int proxy_build(mw_runtime *rt, const char *source, const mw__build_opts *bo) {
-  proxy *px = rt->be;
+static int proxy_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
+  proxy *px = (proxy *)b;
   void *image = NULL;
   size_t size = 0;
-  int rc = mw__cuda_build_image(rt, px->sm, source, bo, &image, &size);
+  int rc = mw__cuda_build_image(px->sm, source, bo, &image, &size, px->err, px->errlen);
   if (rc) return rc;
   mw__req q = {MW_OP_IMAGE, 0, 0, 0, size, 0};
-  rc = call(rt, "handing over the executor image", q, image, -1, NULL, NULL, 0);
+  rc = call(px, "handing over the executor image", q, image, -1, NULL, NULL, 0);
   free(image);
   return rc;
 }
 
-static int proxy_launch(mw_runtime *rt) {
-  proxy *px = rt->be;
-  mw__req q = {MW_OP_LAUNCH, 0, rt->state_dev, rt->nworkers, 0, 0};
+static int proxy_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
+  proxy *px = (proxy *)b;
+  mw__req q = {MW_OP_LAUNCH, 0, state_dev, *nworkers, 0, 0};
   mw__rep r;
-  int rc = call(rt, "launching the executor", q, NULL, -1, &r, NULL, 0);
+  int rc = call(px, "launching the executor", q, NULL, -1, &r, NULL, 0);
   if (rc) return rc;
   px->launched = 1;
-  rt->nworkers = (uint32_t)r.a;
-  rt->state.nworkers = rt->nworkers;
+  *nworkers = (uint32_t)r.a;
   return 0;
 }
 
-static int proxy_query(mw_runtime *rt) {
-  proxy *px = rt->be;
+static int proxy_query(mw__backend *b) {
+  proxy *px = (proxy *)b;
   if (!px->dead) {
     int status;
     pid_t r = waitpid(px->pid, &status, WNOHANG);
@@ -721,27 +723,27 @@ static int proxy_query(mw_runtime *rt) {
       px->dead = 1;
       px->pid = -1;
       if (WIFSIGNALED(status))
-        mw__rt_error(rt, "the device process was killed by signal %d", WTERMSIG(status));
+        fail(px, "the device process was killed by signal %d", WTERMSIG(status));
       else
-        mw__rt_error(rt, "the device process exited with status %d", WEXITSTATUS(status));
+        fail(px, "the device process exited with status %d", WEXITSTATUS(status));
       return MW_EFAULT;
     }
   } else {
-    if (!rt->err[0]) mw__rt_error(rt, "the device process is gone");
+    if (!px->err[0]) fail(px, "the device process is gone");
     return MW_EFAULT;
   }
   int s = atomic_load_explicit(&px->st->state, memory_order_acquire);
   if (s < 0) {
-    snprintf(rt->err, sizeof rt->err, "%s", px->st->err);
+    snprintf(px->err, px->errlen, "%s", px->st->err);
     return s;
   }
   return s;
 }
 
-static int proxy_quiesce(mw_runtime *rt, double deadline) {
+static int proxy_quiesce(mw__backend *b, double deadline) {
   double end = mw__now() + deadline;
   for (;;) {
-    int q = proxy_query(rt);
+    int q = proxy_query(b);
     if (q <= 0) return 0;
     if (mw__now() > end) return MW_ETIMEDOUT;
     mw__sleep_ns(MW_LINK_POLL_US * 500L);
@@ -750,24 +752,45 @@ static int proxy_quiesce(mw_runtime *rt, double deadline) {
 
 /* A kernel that never returns cannot be preempted: the device process is killed, and the driver
  * frees its context with it. */
-static void proxy_abandon(mw_runtime *rt) {
-  proxy *px = rt->be;
+static void proxy_abandon(mw__backend *b) {
+  proxy *px = (proxy *)b;
   if (px->dead) return;
   px->dead = 1;
   kill(px->pid, SIGKILL);
 }
 
+static int probe_isolated(char *err, size_t n); /* below */
+
 const mw__backend_ops mw__backend_cuda = {
-    "cuda",        proxy_open, proxy_close, proxy_alloc_pinned, proxy_free_pinned, proxy_alloc,
-    proxy_free,    proxy_h2d,  proxy_d2h,   proxy_build,        proxy_launch,      proxy_query,
-    proxy_quiesce, proxy_abandon,
+    .name = "cuda",
+    .host_code = 0,
+    .source_ext = "cu",
+    .cta_in_memory = 0,
+    .shares_cpus = 0,
+    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
+    .claim_device = 1,
+    .clock = "%globaltimer",
+    .probe = probe_isolated, /* asked in a short-lived device process */
+    .open = proxy_open,
+    .close = proxy_close,
+    .alloc_pinned = proxy_alloc_pinned,
+    .free_pinned = proxy_free_pinned,
+    .alloc = proxy_alloc,
+    .free = proxy_free,
+    .h2d = proxy_h2d,
+    .d2h = proxy_d2h,
+    .build = proxy_build,
+    .launch = proxy_launch,
+    .query = proxy_query,
+    .quiesce = proxy_quiesce,
+    .abandon = proxy_abandon,
 };
 
 /* ---- probing without touching the driver here ----------------------------------------------- */
 
 /* Whether a cuda device answers, asked in a short-lived device process so that this process
  * never initialises the driver. Remembered. */
-int mw__cuda_probe_isolated(char *err, size_t n) {
+static int probe_isolated(char *err, size_t n) {
   static int done, rc;
   static char msg[1024];
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* one probe, whatever the threads */

@@ -10,62 +10,81 @@
 #include "program.h"
 #include "protocol_host.h"
 
+/* A backend's state for one runtime: opaque to the runtime, which holds it in rt->be (each
+ * backend casts it to its own struct). */
 typedef struct mw__backend mw__backend;
 
-/* One per backend. Every function is called by the runtime's host thread. Device addresses
- * are uint64_t (on sim they are host addresses). */
+/* What a backend is opened with. */
+typedef struct mw__backend_args {
+  int device;       /* mw_runtime_desc.device */
+  uint32_t workers; /* mw_runtime_desc.workers: 0 for the backend's default */
+  int prebuilt;     /* 1: build is never called, images come built (cuda: no NVRTC needed) */
+  char *err;        /* where every op puts its error message (errlen bytes), until close */
+  size_t errlen;
+  /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
+  int (*find_task)(void *ctx, uint32_t kind, const char **name, const char **file, int *line);
+  void *ctx; /* find_task's first argument */
+} mw__backend_args;
+
+/* What open found. */
+typedef struct mw__backend_info {
+  uint32_t max_workers; /* the most workers the device runs at once */
+  uint32_t workers;     /* the workers a launch starts unless the runtime asks for fewer */
+  int arch;             /* cuda: 90 for sm_90; 0 on sim */
+} mw__backend_info;
+
+/* One per backend. Every function is called by one thread: the runtime's host thread (in a
+ * device process, its loop serving the library's requests, device_proc.c). Device addresses
+ * are uint64_t (on sim they are host addresses). Errors: a negative MW_E* with the message in
+ * the err of mw__backend_args. */
 typedef struct mw__backend_ops {
   const char *name;
-  /* Opens the device (context, streams); sets rt->max_workers and default worker count. */
-  int (*open)(mw_runtime *rt, const mw_runtime_desc *d);
-  /* Frees everything the backend holds. The executor has stopped (or is abandoned). */
-  void (*close)(mw_runtime *rt);
-  int (*alloc_pinned)(mw_runtime *rt, size_t n, void **host, uint64_t *dev);
-  void (*free_pinned)(mw_runtime *rt, void *host);
-  int (*alloc)(mw_runtime *rt, size_t n, uint64_t *dev);
-  void (*free)(mw_runtime *rt, uint64_t dev);
-  int (*h2d)(mw_runtime *rt, uint64_t dst, const void *src, size_t n);
-  int (*d2h)(mw_runtime *rt, void *dst, uint64_t src, size_t n);
+  int host_code;          /* 1: the device code is C++ for the host compiler (mw__gen_opts.sim) */
+  const char *source_ext; /* the suffix of the generated source where it is dumped ("cu", "cpp") */
+  int cta_in_memory;      /* 1: the CTAs' shared state is device memory (mw_state.sim_cta) */
+  int shares_cpus;        /* 1: the executor runs on this process's CPUs: waits yield, not spin */
+  uint32_t default_capacity; /* task frames when mw_runtime_desc.capacity is 0 */
+  int claim_device;       /* 1: a process holds at most one open runtime per device (runtime.c) */
+  const char *clock;      /* what the executor's timestamps count (a trace's "clock") */
+  int (*probe)(char *err, size_t n); /* auto: 0 when a device answers, else MW_E* and why in err */
+  /* Opens the device (context, streams) and says in *info what it found. *be is set as soon as
+   * there is something to free, even when open fails: close(*be) frees it. */
+  int (*open)(const mw__backend_args *a, mw__backend **be, mw__backend_info *info);
+  /* Frees everything the backend holds (be may be NULL). The executor has stopped (or is
+   * abandoned). */
+  void (*close)(mw__backend *be);
+  int (*alloc_pinned)(mw__backend *be, size_t n, void **host, uint64_t *dev);
+  void (*free_pinned)(mw__backend *be, void *host);
+  int (*alloc)(mw__backend *be, size_t n, uint64_t *dev);
+  void (*free)(mw__backend *be, uint64_t dev);
+  int (*h2d)(mw__backend *be, uint64_t dst, const void *src, size_t n);
+  int (*d2h)(mw__backend *be, void *dst, uint64_t src, size_t n);
   /* Compiles the generated source, with the include directories and debug setting of bo, into
-   * the next executor image. On MW_ECOMPILE the log is in
-   * rt->err. Does not disturb a running executor (on cuda even loading a module would wait for
-   * it, so the image is loaded by the next launch). */
-  int (*build)(mw_runtime *rt, const char *source, const mw__build_opts *bo);
-  /* Launches the executor of the last build on rt->state_dev with rt->nworkers workers. If the
-   * new image cannot be loaded it is dropped and the error returned: the next launch runs the
-   * image that ran before. */
-  int (*launch)(mw_runtime *rt);
+   * the next executor image. On MW_ECOMPILE the log is the error message. Does not disturb a
+   * running executor (on cuda even loading a module would wait for it, so the image is loaded
+   * by the next launch). */
+  int (*build)(mw__backend *be, const char *source, const mw__build_opts *bo);
+  /* Launches the executor of the last build on the mw_state at state_dev with *nworkers
+   * workers; *nworkers may come back changed (cuda: the workers asked at open, or the default,
+   * as far as the new image's occupancy allows; the mw_state's nworkers is written then). If
+   * the new image cannot be loaded it is dropped and the error returned: the next launch runs
+   * the image that ran before. */
+  int (*launch)(mw__backend *be, uint64_t state_dev, uint32_t *nworkers);
   /* 1 while the executor runs, 0 once it has exited, or a negative MW_E* after a fault (with
-   * the message in rt->err). Never blocks. */
-  int (*query)(mw_runtime *rt);
+   * the message in err). Never blocks. */
+  int (*query)(mw__backend *be);
   /* Waits up to deadline seconds until no executor code runs any more (the stop flag is set
    * already). 0 once it has exited (normally or by a fault), MW_ETIMEDOUT if it still runs. */
-  int (*quiesce)(mw_runtime *rt, double deadline);
-  /* Gives up on an executor that does not stop (hung task): frees what can be freed. */
-  void (*abandon)(mw_runtime *rt);
+  int (*quiesce)(mw__backend *be, double deadline);
+  /* Gives up on an executor that does not stop (hung task): frees what can be freed. close
+   * still follows. */
+  void (*abandon)(mw__backend *be);
 } mw__backend_ops;
 
 extern const mw__backend_ops mw__backend_sim;
 extern const mw__backend_ops mw__backend_cuda;       /* device_proc.c: in a device process */
 extern const mw__backend_ops mw__backend_cuda_local; /* backend_cuda.c: in this process */
-
-/* Parts of backend_cuda.c the device process and its proxy share (see device_proc.c). */
-extern int mw__cuda_serving; /* set in the device process: NVRTC stays with the library */
-int mw__cuda_probe(char *err, size_t n);          /* initialises the driver in this process */
-int mw__cuda_probe_isolated(char *err, size_t n); /* the same, asked in a short-lived child */
-int mw__cuda_arch(mw_runtime *rt); /* 90 for sm_90 */
-/* NVRTC (or the cache) to a cubin for sm; on MW_ECOMPILE the log is in rt->err. */
-int mw__cuda_build_image(mw_runtime *rt, int sm, const char *source, const mw__build_opts *bo,
-                         void **image, size_t *size);
-/* The NVRTC options of a compile with bo (and the environment's MOONWARP_PROBES and
- * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
- * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
- * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
-int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
-                     size_t errlen);
-void mw__cuda_set_next_image(mw_runtime *rt, void *image); /* takes image (malloc'd) */
-int mw__cuda_register_host(mw_runtime *rt, void *host, size_t n, uint64_t *dev);
-void mw__cuda_unregister_host(mw_runtime *rt, void *host);
+/* the rest of the cuda backend that device_proc.c shares with backend_cuda.c: backend_cuda.h */
 
 typedef struct mw__hslot {
   uint32_t gen;
@@ -102,7 +121,7 @@ struct mw_buffer {
 
 struct mw_runtime {
   const mw__backend_ops *ops;
-  void *be; /* backend state */
+  mw__backend *be; /* the backend's state (ops->open) */
   mw_runtime_desc desc;
   uint32_t nframes, nslots, host_slots, frame_bytes;
   double relaunch_timeout; /* seconds a program load waits for a stop (mw_runtime_desc) */
@@ -152,6 +171,10 @@ struct mw_runtime {
 };
 
 void mw__rt_error(mw_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Puts the message in err (errlen bytes) and makes it this thread's last error, as mw__rt_error
+ * does with rt->err: how a backend reports into mw__backend_args.err. */
+void mw__put_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* trace.c: frees the trace state at close; device memory too when free_device (the executor has
  * stopped) */

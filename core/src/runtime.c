@@ -12,12 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "internal.h"
 #include "jit.h"
 #include "util.h"
 
-#define DEFAULT_CAPACITY_CUDA (1u << 20)
-#define DEFAULT_CAPACITY_SIM (1u << 16)
 #define DEFAULT_HOST_FUTURES (1u << 16)
 #define DEFAULT_FRAME_BYTES 256u
 #define INBOX_CAP 4096u
@@ -29,6 +28,14 @@ void mw__rt_error(mw_runtime *rt, const char *fmt, ...) {
   vsnprintf(rt->err, sizeof rt->err, fmt, ap);
   va_end(ap);
   mw__set_error_str(rt->err);
+}
+
+void mw__put_error(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  mw__set_error_str(err);
 }
 
 static uint32_t pow2_at_least(uint64_t n) {
@@ -50,14 +57,28 @@ static const mw__backend_ops *pick_backend(const char *name, char *why, size_t w
   if (!name || !*name || !strcmp(name, "auto")) {
     /* auto: cuda where a device answers, else sim */
     const mw__backend_ops *cu = cuda_ops();
-    int rc = cu == &mw__backend_cuda ? mw__cuda_probe_isolated(why, whylen)
-                                     : mw__cuda_probe(why, whylen);
-    return rc == 0 ? cu : &mw__backend_sim;
+    return cu->probe(why, whylen) == 0 ? cu : &mw__backend_sim;
   }
   if (!strcmp(name, "cuda")) return cuda_ops();
   if (!strcmp(name, "sim")) return &mw__backend_sim;
   snprintf(why, whylen, "unknown backend '%s' (expected auto, cuda or sim)", name);
   return NULL;
+}
+
+/* mw__backend_args.find_task: the task of kind among the loaded programs. */
+static int find_task(void *ctx, uint32_t kind, const char **name, const char **file, int *line) {
+  mw_runtime *rt = ctx;
+  for (int i = 0; i < rt->nprogs; ++i)
+    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k) {
+      const mw__task *tk = &rt->progs[i]->parsed.tasks[k];
+      if (tk->kind == kind) {
+        *name = tk->name;
+        *file = rt->progs[i]->parsed.file;
+        *line = tk->line;
+        return 1;
+      }
+    }
+  return 0;
 }
 
 /* ---- one executor per device ------------------------------------------------------------
@@ -101,20 +122,20 @@ _Static_assert(offsetof(mw_state, stop_arrived) == offsetof(mw_state, stop) + 4 
 static int alloc_rings(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   int rc;
-  if ((rc = o->alloc_pinned(rt, sizeof(mw_control), (void **)&rt->ctl, &rt->ctl_dev))) return rc;
+  if ((rc = o->alloc_pinned(rt->be, sizeof(mw_control), (void **)&rt->ctl, &rt->ctl_dev))) return rc;
   memset((void *)rt->ctl, 0, sizeof(mw_control));
   rt->inbox_cap = INBOX_CAP;
-  if ((rc = o->alloc_pinned(rt, sizeof(mw_inbox_cell) * rt->inbox_cap, (void **)&rt->inbox,
+  if ((rc = o->alloc_pinned(rt->be, sizeof(mw_inbox_cell) * rt->inbox_cap, (void **)&rt->inbox,
                             &rt->inbox_dev)) ||
-      (rc = o->alloc_pinned(rt, sizeof(uint64_t) * rt->inbox_cap, (void **)&rt->inbox_free,
+      (rc = o->alloc_pinned(rt->be, sizeof(uint64_t) * rt->inbox_cap, (void **)&rt->inbox_free,
                             &rt->inbox_free_dev)))
     return rc;
   memset(rt->inbox, 0, sizeof(mw_inbox_cell) * rt->inbox_cap);
   for (uint32_t i = 0; i < rt->inbox_cap; ++i) rt->inbox_free[i] = i;
   rt->comp_cap = pow2_at_least(rt->host_slots);
-  if ((rc = o->alloc_pinned(rt, sizeof(mw_comp_cell) * rt->comp_cap, (void **)&rt->comp,
+  if ((rc = o->alloc_pinned(rt->be, sizeof(mw_comp_cell) * rt->comp_cap, (void **)&rt->comp,
                             &rt->comp_dev)) ||
-      (rc = o->alloc_pinned(rt, (size_t)MW_MSG_BYTES * rt->comp_cap, (void **)&rt->comp_msg,
+      (rc = o->alloc_pinned(rt->be, (size_t)MW_MSG_BYTES * rt->comp_cap, (void **)&rt->comp_msg,
                             &rt->comp_msg_dev)))
     return rc;
   memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
@@ -127,7 +148,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
   const mw__backend_ops *o = rt->ops;
   size_t nf = rt->nframes, ns = rt->nslots, mw = rt->max_workers;
   uint32_t nctas = (uint32_t)((mw + MW_CTA_WARPS - 1) / MW_CTA_WARPS);
-  int sim = o == &mw__backend_sim;
+  int cta_mem = o->cta_in_memory;
   struct {
     uint64_t *dev;
     size_t bytes;
@@ -142,12 +163,12 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->gq_seq_dev, (size_t)gq_cap * sizeof(uint64_t)},
       {&rt->nodes_dev, (size_t)rt->nnodes * sizeof(uint64_t)},
       {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
-      {&rt->sim_cta_dev, sim ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
+      {&rt->sim_cta_dev, cta_mem ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   int rc;
   for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i)
-    if (arrays[i].bytes && (rc = o->alloc(rt, arrays[i].bytes, arrays[i].dev))) return rc;
+    if (arrays[i].bytes && (rc = o->alloc(rt->be, arrays[i].bytes, arrays[i].dev))) return rc;
   return 0;
 }
 
@@ -200,7 +221,7 @@ static int fill_array(mw_runtime *rt, uint64_t dev, size_t count, size_t size, f
     size_t n = count - b < chunk ? count - b : chunk;
     memset(tmp, 0, n * size);
     if (fill) fill(tmp, b, n, count);
-    rc = rt->ops->h2d(rt, dev + b * size, tmp, n * size);
+    rc = rt->ops->h2d(rt->be, dev + b * size, tmp, n * size);
   }
   free(tmp);
   return rc;
@@ -270,7 +291,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->frame_rhead = 0;
   st->frame_rtail = rt->nframes;
   st->slot_head = rt->nslots > rt->host_slots ? rt->host_slots + 1 : 0;
-  return rt->ops->h2d(rt, rt->state_dev, st, sizeof *st);
+  return rt->ops->h2d(rt->be, rt->state_dev, st, sizeof *st);
 }
 
 /* The executor's state: its rings, its device arrays and their contents, and mw_state. */
@@ -290,12 +311,12 @@ static void free_state(mw_runtime *rt) {
                       &rt->frame_ring_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
                       &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
-    if (*devs[i]) o->free(rt, *devs[i]), *devs[i] = 0;
-  if (rt->ctl) o->free_pinned(rt, (void *)rt->ctl), rt->ctl = NULL;
-  if (rt->inbox) o->free_pinned(rt, rt->inbox), rt->inbox = NULL;
-  if (rt->inbox_free) o->free_pinned(rt, rt->inbox_free), rt->inbox_free = NULL;
-  if (rt->comp) o->free_pinned(rt, rt->comp), rt->comp = NULL;
-  if (rt->comp_msg) o->free_pinned(rt, rt->comp_msg), rt->comp_msg = NULL;
+    if (*devs[i]) o->free(rt->be, *devs[i]), *devs[i] = 0;
+  if (rt->ctl) o->free_pinned(rt->be, (void *)rt->ctl), rt->ctl = NULL;
+  if (rt->inbox) o->free_pinned(rt->be, rt->inbox), rt->inbox = NULL;
+  if (rt->inbox_free) o->free_pinned(rt->be, rt->inbox_free), rt->inbox_free = NULL;
+  if (rt->comp) o->free_pinned(rt->be, rt->comp), rt->comp = NULL;
+  if (rt->comp_msg) o->free_pinned(rt->be, rt->comp_msg), rt->comp_msg = NULL;
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
@@ -329,21 +350,25 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops != &mw__backend_sim ? claim_device(rt, d.device) : 0;
+  int rc = ops->claim_device ? claim_device(rt, d.device) : 0;
   if (rc) {
     free(rt);
     return rc;
   }
-  rc = ops->open(rt, &d);
+  mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
+                           .errlen = sizeof rt->err, .find_task = find_task, .ctx = rt};
+  mw__backend_info info = {0};
+  rc = ops->open(&args, &rt->be, &info);
   if (rc) {
     mw__set_error_str(rt->err);
-    ops->close(rt);
+    ops->close(rt->be);
     release_device(rt);
     free(rt);
     return rc;
   }
-  int sim = ops == &mw__backend_sim;
-  rt->nframes = d.capacity ? d.capacity : (sim ? DEFAULT_CAPACITY_SIM : DEFAULT_CAPACITY_CUDA);
+  rt->max_workers = info.max_workers;
+  rt->nworkers = info.workers;
+  rt->nframes = d.capacity ? d.capacity : ops->default_capacity;
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
   /* what the device or capacity cannot honour is refused, not clamped */
@@ -354,7 +379,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     else
       mw__set_error("option 'host_futures' must be at most the capacity (%u), got %u", rt->nframes,
                     rt->host_slots);
-    ops->close(rt);
+    ops->close(rt->be);
     release_device(rt);
     free(rt);
     return MW_EINVAL;
@@ -384,7 +409,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
 fail:
   mw__set_error_str(rt->err);
   free_state(rt);
-  ops->close(rt);
+  ops->close(rt->be);
   release_device(rt);
   free(rt->hs);
   free(rt->hfree);
@@ -455,21 +480,21 @@ static void mark_fault(mw_runtime *rt, int code, const char *what) {
 /* Asks the backend whether the executor runs (1), has exited (0) or faulted (< 0, and the
  * runtime is marked faulted). */
 static int query(mw_runtime *rt) {
-  int q = rt->ops->query(rt);
+  int q = rt->ops->query(rt->be);
   if (q < 0) mark_fault(rt, q, "device fault");
   return q;
 }
 
 /* Writes the device stop flag (see protocol.h, Stopping). */
 static void set_stop(mw_runtime *rt, uint32_t v) {
-  if (!rt->faulted) rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), &v, 4);
+  if (!rt->faulted) rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, stop), &v, 4);
 }
 
 /* Asks the executor to stop and waits up to deadline seconds. 0 when it stopped. */
 static int stop_executor(mw_runtime *rt, double deadline) {
   if (!rt->running && !rt->faulted) return 0;
   set_stop(rt, 1);
-  int rc = rt->ops->quiesce(rt, deadline);
+  int rc = rt->ops->quiesce(rt->be, deadline);
   if (rc == MW_ETIMEDOUT) {
     /* a task still runs: let the workers that remain carry on with the old image */
     set_stop(rt, 0);
@@ -485,14 +510,19 @@ static int start_executor(mw_runtime *rt) {
   rt->ctl->exited = 0;
   /* stop, stop_arrived and hungry, adjacent: a fresh stop barrier (protocol.h, Stopping) */
   const uint32_t zero[3] = {0, 0, 0};
-  int rz = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, stop), zero, sizeof zero);
+  int rz = rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, stop), zero, sizeof zero);
   if (rz) return rz;
   rt->state.nworkers = rt->nworkers;
   /* only the host-owned fields: the counters in mw_state belong to the device */
-  int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
+  int rc = rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, nworkers), &rt->state.nworkers, 4);
   if (!rc)
-    rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, nkinds), &rt->state.nkinds, 4);
-  if (!rc) rc = rt->ops->launch(rt);
+    rc = rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, nkinds), &rt->state.nkinds, 4);
+  if (!rc) {
+    uint32_t n = rt->nworkers;
+    rc = rt->ops->launch(rt->be, rt->state_dev, &n);
+    rt->nworkers = n; /* cuda: what the new image's occupancy allows */
+    rt->state.nworkers = n;
+  }
   if (!rc) {
     rt->running = 1;
     rt->launches++;
@@ -521,7 +551,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   int rc = stop_executor(rt, deadline_s);
   if (rc == MW_ETIMEDOUT) {
     set_stop(rt, 1); /* nothing may run once the task returns */
-    rt->ops->abandon(rt);
+    rt->ops->abandon(rt->be);
     rt->abandoned = 1; /* its memory stays with the task that still runs */
   }
   fail_pending(rt, MW_ECANCELED, "the runtime was closed before the task completed");
@@ -530,7 +560,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   for (int i = 0; i < rt->nprogs; ++i) program_free(rt->progs[i]);
   free(rt->progs);
   if (rc != MW_ETIMEDOUT) free_state(rt);
-  rt->ops->close(rt);
+  rt->ops->close(rt->be);
   release_device(rt);
   for (uint32_t i = 0; i < rt->host_slots; ++i) free(rt->hs[i].holds);
   free(rt->hs);
@@ -636,14 +666,14 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
 
   mw__parsed *list[MW_MAX_KINDS];
   for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
-  mw__gen_opts go = {rt->ops == &mw__backend_sim, rt->frame_bytes};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
   char *gen = mw__generate(list, rt->nprogs + 1, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
   rc = gen ? build_options(progs, rt->nprogs + 1, gen, &bo, &dirs) : MW_ENOMEM;
   if (!rc) {
-    mw__dump_source(gen, rt->ops == &mw__backend_sim ? "cpp" : "cu");
-    rc = rt->ops->build(rt, gen, &bo);
+    mw__dump_source(gen, rt->ops->source_ext);
+    rc = rt->ops->build(rt->be, gen, &bo);
   }
   free(dirs);
   free(gen);
@@ -729,7 +759,7 @@ static void sweep_deferred(mw_runtime *rt) {
   uint32_t *refs = malloc((size_t)rt->host_slots * sizeof *refs);
   if (!refs) return;
   rt->last_sweep = mw__now();
-  if (rt->ops->d2h(rt, refs, rt->hrefs_dev, (size_t)rt->host_slots * sizeof *refs) == 0)
+  if (rt->ops->d2h(rt->be, refs, rt->hrefs_dev, (size_t)rt->host_slots * sizeof *refs) == 0)
     for (uint32_t s = 0; s < rt->host_slots; ++s) {
       mw__hslot *h = &rt->hs[s];
       if (!h->deferred || refs[s]) continue;
@@ -938,16 +968,16 @@ static int wait_step(mw_runtime *rt, wait_state *w) {
   if (interrupted(rt)) return MW_EINTR;
   if (now >= w->end) return MW_ETIMEDOUT;
   double waited = now - w->start;
-  int sim = rt->ops == &mw__backend_sim;
-  if (w->spin && !sim && waited < WAIT_SPIN_CUDA_S) {
+  int host_cpus = rt->ops->shares_cpus; /* sim: the executor needs these CPUs */
+  if (w->spin && !host_cpus && waited < WAIT_SPIN_CUDA_S) {
     for (int i = 0; i < 8; ++i) cpu_relax();
     return 0;
   }
-  if (w->spin && sim && w->rounds <= WAIT_YIELDS_SIM) {
+  if (w->spin && host_cpus && w->rounds <= WAIT_YIELDS_SIM) {
     sched_yield();
     return 0;
   }
-  double nap = waited / 8, least = sim ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
+  double nap = waited / 8, least = host_cpus ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
   if (nap < least) nap = least;
   if (nap > WAIT_NAP_MAX_S) nap = WAIT_NAP_MAX_S;
   if (nap > w->end - now) nap = w->end - now;
@@ -1490,7 +1520,7 @@ MW_API int mw_buffer_alloc(mw_runtime *rt, size_t bytes, mw_buffer **out) {
   if (rt->faulted) return MW_EFAULT;
   mw_buffer *b = calloc(1, sizeof *b);
   if (!b) return MW_ENOMEM;
-  int rc = rt->ops->alloc(rt, bytes, &b->dev);
+  int rc = rt->ops->alloc(rt->be, bytes, &b->dev);
   if (rc) {
     free(b);
     return rc;
@@ -1530,14 +1560,14 @@ MW_API int mw_buffer_write(mw_buffer *b, size_t offset, const void *src, size_t 
   MW_NOT_NULL(b, "mw_buffer_write");
   if (bytes && !src) return mw__null_arg("mw_buffer_write", "src");
   int rc = buffer_range(b, offset, bytes);
-  return rc ? rc : bytes ? b->rt->ops->h2d(b->rt, b->dev + offset, src, bytes) : 0;
+  return rc ? rc : bytes ? b->rt->ops->h2d(b->rt->be, b->dev + offset, src, bytes) : 0;
 }
 
 MW_API int mw_buffer_read(mw_buffer *b, size_t offset, void *dst, size_t bytes) {
   MW_NOT_NULL(b, "mw_buffer_read");
   if (bytes && !dst) return mw__null_arg("mw_buffer_read", "dst");
   int rc = buffer_range(b, offset, bytes);
-  return rc ? rc : bytes ? b->rt->ops->d2h(b->rt, dst, b->dev + offset, bytes) : 0;
+  return rc ? rc : bytes ? b->rt->ops->d2h(b->rt->be, dst, b->dev + offset, bytes) : 0;
 }
 
 MW_API uint64_t mw_buffer_address(const mw_buffer *b) { return b ? b->dev : 0; }
@@ -1546,7 +1576,7 @@ MW_API size_t mw_buffer_size(const mw_buffer *b) { return b ? b->size : 0; }
 MW_API void mw_buffer_free(mw_buffer *b) {
   if (!b) return;
   mw_runtime *rt = b->rt;
-  if (!rt->faulted && !rt->abandoned) rt->ops->free(rt, b->dev);
+  if (!rt->faulted && !rt->abandoned) rt->ops->free(rt->be, b->dev);
   if (b->prev) b->prev->next = b->next;
   else rt->buffers = b->next;
   if (b->next) b->next->prev = b->prev;
@@ -1559,7 +1589,7 @@ static int read_rows(mw_runtime *rt, mw_stat_row **rows) {
   size_t n = (size_t)rt->max_workers * MW_MAX_KINDS;
   *rows = malloc(n * sizeof **rows);
   if (!*rows) return MW_ENOMEM;
-  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt, *rows, rt->stats_dev, n * sizeof **rows);
+  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt->be, *rows, rt->stats_dev, n * sizeof **rows);
   if (rc) free(*rows);
   return rc;
 }
@@ -1599,7 +1629,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   free(rows);
   mw_worker *ws = malloc((size_t)rt->max_workers * sizeof *ws);
   if (!ws) return MW_ENOMEM;
-  rc = rt->ops->d2h(rt, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
+  rc = rt->ops->d2h(rt->be, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
   uint64_t taken = 0, freed = 0;
   if (!rc)
     for (uint32_t i = 0; i < rt->max_workers; ++i) {
@@ -1612,7 +1642,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   free(ws);
   out->frames_in_use = taken > freed ? (uint32_t)(taken - freed) : 0;
   mw_state st;
-  if (!rc && !(rc = rt->ops->d2h(rt, &st, rt->state_dev, sizeof st))) {
+  if (!rc && !(rc = rt->ops->d2h(rt->be, &st, rt->state_dev, sizeof st))) {
     out->queued_inbox = rt->inbox_tail > st.inbox_head ? rt->inbox_tail - st.inbox_head : 0;
     out->queued_global = st.gq_tail > st.gq_head ? st.gq_tail - st.gq_head : 0;
   }

@@ -30,7 +30,7 @@ struct mw__trace {
 /* ---- device state ------------------------------------------------------------------------- */
 
 static int write_gen(mw_runtime *rt, uint32_t gen) {
-  int rc = rt->ops->h2d(rt, rt->state_dev + offsetof(mw_state, trace_gen), &gen, 4);
+  int rc = rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, trace_gen), &gen, 4);
   if (!rc) {
     rt->trace->gen = gen;
     rt->state.trace_gen = gen;
@@ -48,7 +48,7 @@ static uint32_t running_workers(const mw_runtime *rt, uint32_t workers) {
  * as gens only grow), or a negative MW_E*. */
 static int64_t acks_behind(mw_runtime *rt, uint32_t n, uint32_t gen, uint32_t *acks) {
   if (n == 0) return 0;
-  int rc = rt->ops->d2h(rt, acks, rt->trace->ack_dev, (size_t)n * 4);
+  int rc = rt->ops->d2h(rt->be, acks, rt->trace->ack_dev, (size_t)n * 4);
   if (rc) return rc;
   int64_t behind = 0;
   for (uint32_t w = 0; w < n; ++w) behind += (int32_t)(gen - acks[w]) > 0;
@@ -61,7 +61,7 @@ static int64_t wait_acks(mw_runtime *rt, uint32_t n, uint32_t gen, uint32_t *ack
   double end = mw__now() + ACK_DEADLINE_S;
   int64_t behind;
   while ((behind = acks_behind(rt, n, gen, acks)) > 0 && mw__now() < end &&
-         rt->ops->query(rt) > 0)
+         rt->ops->query(rt->be) > 0)
     mw__sleep_ns(20000);
   return behind;
 }
@@ -76,7 +76,7 @@ static void reap_orphans(mw_runtime *rt) {
   for (int i = 0; i < tr->norphans; ++i) {
     orphan *o = &tr->orphans[i];
     if (o->gen != UINT32_MAX && acks_behind(rt, running_workers(rt, o->workers), o->gen, acks) == 0)
-      rt->ops->free(rt, o->buf);
+      rt->ops->free(rt->be, o->buf);
     else
       tr->orphans[kept++] = *o;
   }
@@ -99,9 +99,9 @@ void mw__trace_free(mw_runtime *rt, int free_device) {
   struct mw__trace *tr = rt->trace;
   if (!tr) return;
   if (free_device) {
-    if (tr->gen & 1u) rt->ops->free(rt, tr->buf_dev);
-    for (int i = 0; i < tr->norphans; ++i) rt->ops->free(rt, tr->orphans[i].buf);
-    if (tr->ack_dev) rt->ops->free(rt, tr->ack_dev);
+    if (tr->gen & 1u) rt->ops->free(rt->be, tr->buf_dev);
+    for (int i = 0; i < tr->norphans; ++i) rt->ops->free(rt->be, tr->orphans[i].buf);
+    if (tr->ack_dev) rt->ops->free(rt->be, tr->ack_dev);
   }
   free(tr->orphans);
   free(tr);
@@ -131,11 +131,11 @@ MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
   if (!tr->ack_dev) {
     uint32_t *zero = calloc(rt->max_workers, 4);
     if (!zero) return MW_ENOMEM;
-    rc = o->alloc(rt, (size_t)rt->max_workers * 4, &tr->ack_dev);
-    if (!rc) rc = o->h2d(rt, tr->ack_dev, zero, (size_t)rt->max_workers * 4);
+    rc = o->alloc(rt->be, (size_t)rt->max_workers * 4, &tr->ack_dev);
+    if (!rc) rc = o->h2d(rt->be, tr->ack_dev, zero, (size_t)rt->max_workers * 4);
     free(zero);
     if (rc) {
-      if (tr->ack_dev) o->free(rt, tr->ack_dev);
+      if (tr->ack_dev) o->free(rt->be, tr->ack_dev);
       tr->ack_dev = 0;
       return rc;
     }
@@ -145,13 +145,13 @@ MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
   size_t heads = (size_t)workers * sizeof(mw_trace_head);
   size_t bytes = heads + (size_t)workers * cap * sizeof(mw_trace_ev);
   uint64_t buf = 0;
-  if ((rc = o->alloc(rt, bytes, &buf))) {
+  if ((rc = o->alloc(rt->be, bytes, &buf))) {
     mw__rt_error(rt, "cannot allocate the trace buffers (%zu MiB for %u workers x %u events)",
                  bytes >> 20, workers, cap);
     return rc;
   }
   void *zero = calloc(1, heads);
-  rc = zero ? o->h2d(rt, buf, zero, heads) : MW_ENOMEM;
+  rc = zero ? o->h2d(rt->be, buf, zero, heads) : MW_ENOMEM;
   free(zero);
   /* the fields the workers read once they see the new gen: written before it */
   mw_state s = rt->state;
@@ -160,11 +160,11 @@ MW_API int mw_trace_start(mw_runtime *rt, uint32_t events_per_worker) {
   s.trace_buf = (mw_u8 *)(uintptr_t)buf;
   s.trace_ack = (mw_u32 *)(uintptr_t)tr->ack_dev;
   size_t from = offsetof(mw_state, trace_cap), to = offsetof(mw_state, trace_ack) + sizeof s.trace_ack;
-  if (!rc) rc = o->h2d(rt, rt->state_dev + from, (const char *)&s + from, to - from);
+  if (!rc) rc = o->h2d(rt->be, rt->state_dev + from, (const char *)&s + from, to - from);
   if (!rc) mw__relaunch_after_alloc(rt);
   if (!rc) rc = write_gen(rt, tr->gen + 1);
   if (rc) {
-    o->free(rt, buf);
+    o->free(rt->be, buf);
     return rc;
   }
   tr->buf_dev = buf;
@@ -191,7 +191,7 @@ typedef struct worker_events {
 static int read_worker(mw_runtime *rt, uint32_t w, worker_events *we) {
   struct mw__trace *tr = rt->trace;
   mw_trace_head head;
-  int rc = rt->ops->d2h(rt, &head, tr->buf_dev + (uint64_t)w * sizeof head, sizeof head);
+  int rc = rt->ops->d2h(rt->be, &head, tr->buf_dev + (uint64_t)w * sizeof head, sizeof head);
   if (rc) return rc;
   we->count = head.count;
   we->n = head.count < tr->cap ? (uint32_t)head.count : tr->cap;
@@ -201,7 +201,7 @@ static int read_worker(mw_runtime *rt, uint32_t w, worker_events *we) {
   we->ev = ev;
   uint64_t at = tr->buf_dev + (uint64_t)tr->workers * sizeof(mw_trace_head) +
                 ((uint64_t)w * tr->cap) * sizeof(mw_trace_ev);
-  return rt->ops->d2h(rt, ev, at, (size_t)we->n * sizeof *ev);
+  return rt->ops->d2h(rt->be, ev, at, (size_t)we->n * sizeof *ev);
 }
 
 /* ---- the JSON file ------------------------------------------------------------------------- */
@@ -335,7 +335,7 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
              "\"busy_workers\":%u,\"clock\":\"%s\",\"time_origin_ns\":%llu}}\n",
           workers, rt->trace->cap, (unsigned long long)st->events,
           (unsigned long long)st->dropped, st->busy,
-          strcmp(rt->ops->name, "sim") ? "%globaltimer" : "CLOCK_MONOTONIC",
+          rt->ops->clock,
           (unsigned long long)origin);
   for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(names[k]);
   free(names);
@@ -402,7 +402,7 @@ MW_API int mw_trace_stop(mw_runtime *rt, const char *path, mw_trace_stats *stats
     behind = still;
   }
   if (rc) goto done;
-  if (behind > 0 && rt->ops->query(rt) == 0) behind = 0; /* exited cleanly: nobody writes */
+  if (behind > 0 && rt->ops->query(rt->be) == 0) behind = 0; /* exited cleanly: nobody writes */
   st.workers = workers;
   st.busy = (uint32_t)behind;
   for (uint32_t w = 0; w < workers; ++w) {
@@ -429,7 +429,7 @@ done:
   if (behind > 0)
     keep_buffer(rt, gen); /* a busy worker may still write its last event */
   else
-    rt->ops->free(rt, tr->buf_dev);
+    rt->ops->free(rt->be, tr->buf_dev);
   tr->buf_dev = 0;
   if (stats) *stats = st;
   return rc;
