@@ -1,9 +1,17 @@
 // baselines.cu - the launch-based ways to do bench/suite.lua's workloads, measured on the same
 // GPU in the same run: prints "workload/figure,value" lines whose keys match the suite's rows
-// (and a few more the suite shows as reference rows).
-//   nvcc -O2 -arch=native -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines
+// (and a few more the suite shows as reference rows). It measures: the round trip of an empty
+// launch + sync and the ping-pong floor over mapped memory; a chain of dependent launches, on a
+// stream and as a CUDA graph; OpenMP fib on the host; saxpy and copy bandwidth; the 3-stage
+// pipeline per batch as launches on a stream ("(streams)"), as a CUDA graph (no suffix) and as
+// a CUDA graph whose dependent stages use programmatic dependent launch ("(graph+PDL)",
+// compute capability 9.0+ only, checked against the plain graph's output: on a mismatch it
+// prints an error and exits with status 1); host-driven fan-out; pageable cudaMemcpy.
+// Lines starting with "#" are notes (a figure left out, and why).
+//   nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -41,11 +49,12 @@ __global__ void copy(const float *x, float *y, long n) {
   long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   for (; i < n; i += (long)gridDim.x * blockDim.x) y[i] = x[i];
 }
-// one block of 32 threads per 16x16 tile, as the suite's tasks
-__global__ void stage_in(float *t) {
+// one block of 32 threads per 16x16 tile, as the suite's tasks. The bodies are shared by the
+// plain stage kernels and their PDL versions below, so every variant does the same arithmetic.
+__device__ __forceinline__ void stage_in_body(float *t) {
   for (int i = threadIdx.x; i < 256; i += 32) t[blockIdx.x * 256 + i] = t[blockIdx.x * 256 + i] * 0.5f + 1.0f;
 }
-__global__ void stage_mm(const float *t, const float *m, float *u) {
+__device__ __forceinline__ void stage_mm_body(const float *t, const float *m, float *u) {
   for (int e = threadIdx.x; e < 256; e += 32) {
     int r = e / 16, c = e % 16;
     float s = 0.0f;
@@ -53,8 +62,46 @@ __global__ void stage_mm(const float *t, const float *m, float *u) {
     u[blockIdx.x * 256 + e] = s;
   }
 }
-__global__ void stage_out(float *u) {
+__device__ __forceinline__ void stage_out_body(float *u) {
   for (int i = threadIdx.x; i < 256; i += 32) u[blockIdx.x * 256 + i] = (u[blockIdx.x * 256 + i] - 1.0f) * 2.0f;
+}
+__global__ void stage_in(float *t) { stage_in_body(t); }
+__global__ void stage_mm(const float *t, const float *m, float *u) { stage_mm_body(t, m, u); }
+__global__ void stage_out(float *u) { stage_out_body(u); }
+// The same stages for programmatic dependent launch (compute capability 9.0+): stage_mm and
+// stage_out are launched with cudaLaunchAttributeProgrammaticStreamSerialization, so each may
+// start while the stage before it is still running. cudaGridDependencySynchronize()
+// (griddepcontrol.wait) blocks until the grid it depends on has completed and its memory
+// operations are visible, so each dependent stage calls it before it touches what the stage
+// before it writes (stage_mm reads t; stage_out reads and rewrites u). The trigger,
+// cudaTriggerProgrammaticLaunchCompletion() (griddepcontrol.launch_dependents), only lets the
+// next grid be scheduled once every block has called it or exited; it orders no memory by itself,
+// so the visibility of the writes rests on the wait alone. It is called here after each block's
+// stores are issued (every thread calls it); an earlier trigger would be correct as well, the
+// dependent's blocks would only sit in the wait longer. Below sm_90 these kernels are the plain
+// stages (the host runs the PDL variant only on 9.0+).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+__global__ void stage_in_pdl(float *t) {
+  stage_in_body(t); // the first stage: launched plainly, it depends on no kernel in the graph
+  pdl_trigger();
+}
+__global__ void stage_mm_pdl(const float *t, const float *m, float *u) {
+  pdl_wait(); // stage_in's t
+  stage_mm_body(t, m, u);
+  pdl_trigger();
+}
+__global__ void stage_out_pdl(float *u) {
+  pdl_wait(); // stage_mm's u
+  stage_out_body(u);
 }
 __global__ void expert(const int *items, int first, int count, long long *out) {
   long long s = 0;
@@ -200,7 +247,9 @@ int main() {
     CK(cudaFree(x));
     CK(cudaFree(y));
   }
-  // pipeline: three dependent stages per batch, as launches on a stream and as a CUDA graph
+  // pipeline: three dependent stages per batch, as launches on a stream, as a CUDA graph, and as
+  // a CUDA graph whose dependent stages use programmatic dependent launch (PDL, compute
+  // capability 9.0+). Each figure is the median of 50 timed runs of launch + synchronize.
   {
     float *t, *m, *u;
     CK(cudaMalloc(&t, 64 * 256 * sizeof(float)));
@@ -208,6 +257,29 @@ int main() {
     CK(cudaMalloc(&m, 256 * sizeof(float)));
     CK(cudaMemset(t, 0, 64 * 256 * sizeof(float)));
     CK(cudaMemset(m, 0, 256 * sizeof(float)));
+    int major = 0;
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major < 9)
+      printf("# pipeline graph+PDL: needs compute capability 9.0, this device is %d.x, not measured\n", major);
+    // the check of the PDL graph against the plain one: both run once from the same t, m and u
+    // (u set to a value no stage writes, so a stage that ran too early shows)
+    std::vector<float> t_init(64 * 256), u_init(64 * 256, -777.0f), m_init(256);
+    for (int i = 0; i < 64 * 256; ++i) t_init[i] = (float)(i % 5);
+    for (int i = 0; i < 256; ++i) m_init[i] = (float)((i / 16 * 3 + i % 16) % 7) * 0.25f - 0.5f;
+    auto run_once = [&](cudaGraphExec_t x, int batch, std::vector<float> &t_out, std::vector<float> &u_out) {
+      size_t bytes = batch * 256 * sizeof(float);
+      t_out.resize(batch * 256);
+      u_out.resize(batch * 256);
+      // stream-ordered copies: s does not synchronize with the legacy stream
+      CK(cudaMemcpyAsync(t, t_init.data(), bytes, cudaMemcpyHostToDevice, s));
+      CK(cudaMemcpyAsync(u, u_init.data(), bytes, cudaMemcpyHostToDevice, s));
+      CK(cudaMemcpyAsync(m, m_init.data(), 256 * sizeof(float), cudaMemcpyHostToDevice, s));
+      CK(cudaGraphLaunch(x, s));
+      CK(cudaMemcpyAsync(t_out.data(), t, bytes, cudaMemcpyDeviceToHost, s));
+      CK(cudaMemcpyAsync(u_out.data(), u, bytes, cudaMemcpyDeviceToHost, s));
+      CK(cudaMemsetAsync(m, 0, 256 * sizeof(float), s)); // back to the m the timed runs use
+      CK(cudaStreamSynchronize(s));
+    };
     for (int batch : {1, 2, 4, 8, 16, 32, 64}) {
       std::vector<double> v;
       for (int r = 0; r < 51; ++r) {
@@ -235,6 +307,70 @@ int main() {
         if (r) v.push_back((now() - t0) * 1e6);
       }
       printf("pipeline/3 stages, batch %d,%.3f\n", batch, median(v));
+      if (major >= 9) {
+        // The PDL graph is built by stream capture: the dependent stages are launched with
+        // cudaLaunchKernelEx and cudaLaunchAttributeProgrammaticStreamSerialization, which the
+        // programming guide documents as usable under stream capture (CUDA 12.3+): capture
+        // turns each such launch into a programmatic edge from the kernel before it
+        // (cudaGraphKernelNodePortProgrammatic, cudaGraphDependencyTypeProgrammatic), the
+        // same edge an explicitly built graph would get from cudaGraphAddNode with that edge
+        // data. Capture keeps the three variants built the same way; the edges are checked
+        // below, so a driver that captured plain edges gives no figure rather than a wrong one.
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(batch);
+        cfg.blockDim = dim3(32);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = s;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaGraph_t gp;
+        cudaGraphExec_t gpe;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        stage_in_pdl<<<batch, 32, 0, s>>>(t);
+        CK(cudaLaunchKernelEx(&cfg, stage_mm_pdl, (const float *)t, (const float *)m, u));
+        CK(cudaLaunchKernelEx(&cfg, stage_out_pdl, u));
+        CK(cudaStreamEndCapture(s, &gp));
+        cudaGraphNode_t from[8], to[8];
+        cudaGraphEdgeData ed[8] = {};
+        size_t ne = 8;
+        cudaError_t qe = cudaGraphGetEdges(gp, from, to, ed, &ne);
+        int programmatic = 0;
+        for (size_t i = 0; qe == cudaSuccess && i < ne; ++i)
+          if (ed[i].type == cudaGraphDependencyTypeProgrammatic) ++programmatic;
+        if (qe != cudaSuccess || ne != 2 || programmatic != 2) {
+          printf("# pipeline graph+PDL, batch %d: %s: %d programmatic edges of %d in the captured graph, "
+                 "not 2 of 2, not measured\n", batch, cudaGetErrorString(qe), programmatic, (int)ne);
+        } else {
+          CK(cudaGraphInstantiate(&gpe, gp, 0));
+          std::vector<float> t_plain, u_plain, t_pdl, u_pdl;
+          run_once(ge, batch, t_plain, u_plain);
+          run_once(gpe, batch, t_pdl, u_pdl);
+          for (int i = 0; i < batch * 256; ++i) {
+            for (int which = 0; which < 2; ++which) {
+              float a = which ? u_pdl[i] : t_pdl[i], b = which ? u_plain[i] : t_plain[i];
+              if (!(fabsf(a - b) <= 1e-5f * fmaxf(1.0f, fabsf(b)))) {
+                fprintf(stderr, "error: pipeline graph+PDL, batch %d: %s[%d] is %g where the plain graph gives %g\n",
+                        batch, which ? "u" : "t", i, a, b);
+                printf("error: pipeline graph+PDL differs from the plain graph at batch %d\n", batch);
+                exit(1);
+              }
+            }
+          }
+          v.clear();
+          for (int r = 0; r < 51; ++r) {
+            double t0 = now();
+            CK(cudaGraphLaunch(gpe, s));
+            CK(cudaStreamSynchronize(s));
+            if (r) v.push_back((now() - t0) * 1e6);
+          }
+          printf("pipeline/3 stages, batch %d (graph+PDL),%.3f\n", batch, median(v));
+          CK(cudaGraphExecDestroy(gpe));
+        }
+        CK(cudaGraphDestroy(gp));
+      }
       CK(cudaGraphExecDestroy(ge));
       CK(cudaGraphDestroy(g));
     }

@@ -59,6 +59,50 @@ describe("bench/suite.lua #sim", function()
   end)
 end)
 
+describe("bench/suite.lua's pipeline baseline #sim", function()
+  local function run_with(lines)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
+    local fake = dir .. "/baselines"
+    local f = assert(io.open(fake, "w"))
+    f:write("#!/bin/sh\n")
+    for _, l in ipairs(lines) do f:write("echo '" .. l .. "'\n") end
+    f:close()
+    os.execute("chmod +x " .. support.shell_quote(fake))
+    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " MW_BASELINES=" .. support.shell_quote(fake) .. " "
+    local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
+      .. support.shell_quote(dir))
+    local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
+    os.execute("rm -rf " .. support.shell_quote(dir))
+    return status, out, csv
+  end
+
+  it("is the CUDA graph with PDL where the run has it, the plain graph a reference line", function()
+    local status, out, csv = run_with { "pipeline/3 stages, batch 1 (streams),30",
+      "pipeline/3 stages, batch 1,12.5", "pipeline/3 stages, batch 1 (graph+PDL),9.5",
+      "# pipeline graph+PDL: a note, not measured" }
+    assert.equals(0, status, out)
+    assert.truthy(out:find("3 stages, batch 1%s+[%d.]+%s+us%s+9%.500 %(graph%+PDL%)%s+[%d.]+x"), out)
+    assert.truthy(out:find("3 stages, batch 1 %(graph%)%s+12%.500%s+%(reference%)"), out)
+    assert.truthy(out:find("3 stages, batch 1 %(streams%)%s+30%.000%s+%(reference%)"), out)
+    assert.falsy(out:find("(graph+PDL)%s+9%.500%s+%(reference%)"), out)
+    assert.truthy(out:find("pipeline batch 1 vs a CUDA graph+PDL", 1, true), out)
+    assert.truthy(csv:find('"pipeline","3 stages, batch 1",us,[%d.e+-]+,9.5,[%d.e+-]+\n'), csv)
+  end)
+
+  it("falls back to the plain CUDA graph where the run has no PDL figure", function()
+    local status, out, csv = run_with { "pipeline/3 stages, batch 1 (streams),30",
+      "pipeline/3 stages, batch 1,12.5" }
+    assert.equals(0, status, out)
+    assert.truthy(out:find("3 stages, batch 1%s+[%d.]+%s+us%s+12%.500%s+[%d.]+x"), out)
+    assert.falsy(out:find("12%.500%s+%(reference%)"), out)
+    assert.truthy(out:find("pipeline batch 1 vs a CUDA graph ", 1, true), out)
+    assert.truthy(csv:find('"pipeline","3 stages, batch 1",us,[%d.e+-]+,12.5,[%d.e+-]+\n'), csv)
+  end)
+end)
+
 describe("bench/core.lua #sim", function()
   it("records one more fib run into the file given with --trace", function()
     local path = os.tmpname()
