@@ -356,11 +356,11 @@ __device__ void mw_node_push(mw_ctx *c, mw_u32 i) {
   }
 }
 
-/* ---- the free frame ring (protocol.h): lane 0 --------------------------------------------- */
+/* ---- the free frame ring (protocol.h): lane 0, out of line (a cache's refill or overflow) --- */
 #define MW_FRING_TAKE_MAX 32u /* frames one take from the ring asks for at most */
 /* Takes up to want (<= MW_FRING_TAKE_MAX) free frames into out[]; returns how many (0: none is
  * free). The cells' loads are all in flight before any is looked at. */
-__device__ mw_u32 mw_fring_take(mw_state *st, mw_u32 *out, mw_u32 want) {
+__device__ __noinline__ mw_u32 mw_fring_take(mw_state *st, mw_u32 *out, mw_u32 want) {
   const mw_u64 mask = st->frame_rmask;
   for (;;) {
     const mw_u64 h = mw_ld64(&st->frame_rhead);
@@ -386,7 +386,7 @@ __device__ mw_u32 mw_fring_take(mw_state *st, mw_u32 *out, mw_u32 want) {
   }
 }
 /* Gives the n (>= 1) frames in[] back. */
-__device__ void mw_fring_give(mw_state *st, const mw_u32 *in, mw_u32 n) {
+__device__ __noinline__ void mw_fring_give(mw_state *st, const mw_u32 *in, mw_u32 n) {
   MW_FENCE(); /* the frames' last uses before anyone takes them again */
   const mw_u64 t = mw_add64(&st->frame_rtail, n), mask = st->frame_rmask;
   for (mw_u32 i = 0; i < n; ++i) mw_st64(&st->frame_ring[(t + i) & mask], MW_FRING(t + i, in[i]));
