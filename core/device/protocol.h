@@ -343,7 +343,7 @@ typedef struct mw_comp_cell {
  *   own, which does not wait for the executor); every worker reads it with a volatile load at
  *   the top of its loop (where no task of its runs), takes no new task, hands what its warp
  *   holds to device memory (records become frames in the global run queue, caches go back to
- *   the free stacks, counters to their rows) and arrives at mw_state.stop_arrived (atomicAdd).
+ *   the free lists, counters to their rows) and arrives at mw_state.stop_arrived (atomicAdd).
  *   The workers leave only all together: the add that makes stop_arrived == nworkers is the
  *   commit point, after which every worker exits. Until then an arrived worker waits, and if
  *   the host clears stop (a task ran past the host's deadline) it takes its arrival back with

@@ -302,36 +302,6 @@ __device__ void mw_stack_push(mw_u64 *head, mw_u32 *next, mw_u32 i) {
     if (mw_cas64(head, h, n) == h) return;
   }
 }
-/* Pops up to want entries in one CAS, into out[] (the top first); returns how many. The walk
- * down the links is safe because every push and pop changes the head's tag: if the CAS
- * succeeds, nothing came between the head's read and it, so the links walked were those of
- * entries still in the stack. Lane 0. */
-__device__ mw_u32 mw_stack_pop_n(mw_u64 *head, mw_u32 *next, mw_u32 *out, mw_u32 want) {
-  for (;;) {
-    mw_u64 h = mw_ld64(head);
-    mw_u32 cur = (mw_u32)h, n = 0;
-    while (cur && n < want) {
-      out[n++] = cur - 1;
-      cur = mw_ld32(&next[cur - 1]);
-    }
-    if (n == 0) return 0;
-    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | cur) == h) {
-      MW_FENCE();
-      return n;
-    }
-  }
-}
-/* Pushes in[0..n) (n >= 1) in one CAS: linked in that order first, then the chain on the old
- * top. Lane 0. */
-__device__ void mw_stack_push_n(mw_u64 *head, mw_u32 *next, const mw_u32 *in, mw_u32 n) {
-  for (mw_u32 i = 0; i + 1 < n; ++i) mw_st32(&next[in[i]], in[i + 1] + 1);
-  for (;;) {
-    mw_u64 h = mw_ld64(head);
-    mw_st32(&next[in[n - 1]], (mw_u32)h);
-    MW_FENCE(); /* the links (and the entries' contents) before the head that publishes them */
-    if (mw_cas64(head, h, ((h >> 32) + 1) << 32 | (mw_u64)(in[0] + 1)) == h) return;
-  }
-}
 /* Waiter nodes link their free stack through the high word of the node itself. */
 __device__ mw_u32 mw_node_pop(mw_ctx *c) {
   mw_u64 *head = &c->st->node_head;
@@ -2986,7 +2956,7 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
 
 /* Hands everything this warp holds to device memory before it leaves, so that a relaunch
  * with a different number of workers loses nothing: its records become frames in the global
- * queue, its caches go back to the free stacks, its counters to its rows. Lane 0. */
+ * queue, its caches go back to the free lists, its counters to its rows. Lane 0. */
 __device__ __noinline__ void mw_flush(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
   mw_state *st = c->st;
