@@ -7,7 +7,7 @@
 #   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
 #   $PROBE_VARIANTS names variants of the executor to time beside it; $BENCH_VARIANTS does the
-#   same for bench/suite.lua in the bench step). bench starts with the compile figures:
+#   same for bench/suite.lua in the bench step, $ROUNDTRIP_VARIANTS for bench_roundtrip alone). bench starts with the compile figures:
 #   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +78,13 @@ if want bench; then
     MOONWARP_DEVICE_DEFINE=$v timeout 200 luajit bench/suite.lua --backend cuda --out "$out/variant-$v" 2>&1 |
       tee -a "$out/bench.txt" | grep -E "^(bulk|pipeline|dynamic|dependent|fork|round trip|host spawns)"
     MOONWARP_DEVICE_DEFINE=$v timeout 60 ./build-gpu/bench_roundtrip 2000 2>&1 | tee -a "$out/bench.txt"
+  done
+  # $ROUNDTRIP_VARIANTS: bench_roundtrip alone per variant, each followed by the default again,
+  # for a change of the host channel that the whole suite per variant would not fit beside
+  for v in ${ROUNDTRIP_VARIANTS:-}; do
+    echo "# bench_roundtrip, variant $v, then the default" | tee -a "$out/bench.txt"
+    MOONWARP_DEVICE_DEFINE=$v timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt"
+    timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt"
   done
   # buffer copies: the staging halves beside the socket payload they replace
   timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"

@@ -250,11 +250,13 @@ __device__ __forceinline__ void mw_run_fresh(mw_ctx *c) {
 
 /* ---- counters (protocol.h, per-worker rows): lane 0 ---------------------------------------- */
 enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
-__device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) {
+/* Counts n of kind at once. Lane 0. */
+__device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which, mw_u32 n) {
   mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
-  MW_WS(c)->cnt[k][which]++;
+  MW_WS(c)->cnt[k][which] += n;
   MW_WS(c)->dirty |= 1ull << k;
 }
+__device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for). */
 __device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
@@ -968,6 +970,9 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #define MW_TAKE_MAX 32u /* spawns one take copies at most: one per lane (1u: one at a time, to compare) */
 #endif
 #define MW_TAKE_LOADS ((MW_TAKE_MAX + 1u) / 2u) /* 16-byte loads of one lane in a take */
+#ifndef MW_TAKE_SERIAL_COUNT
+#define MW_TAKE_SERIAL_COUNT 0 /* 1: a take counts its spawns one at a time, to compare */
+#endif
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
 #endif
@@ -1128,7 +1133,11 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     /* in ticket order (lane 0: the warp's counters, cancellation): counted, the odd ones
      * completed now, the cancel requests carried out and their frames given back */
     mw_u32 om = __ballot_sync(MW_FULL, odd), cm = __ballot_sync(MW_FULL, cancel);
-    for (mw_u32 j = 0; j < got; ++j) {
+    /* the common batch: spawns of one kind, nothing to settle or cancel: counted at once */
+    const mw_u32 k0 = __shfl_sync(MW_FULL, kind, 0);
+    const bool one_kind = !(om | cm) && __all_sync(MW_FULL, f == MW_NONE || kind == k0) && !MW_TAKE_SERIAL_COUNT;
+    if (one_kind && c->lane == 0) mw_count_n(c, k0, MW_CNT_SPAWNED, got);
+    for (mw_u32 j = 0; j < got && !one_kind; ++j) {
       mw_u32 kj = __shfl_sync(MW_FULL, kind, j);
       mw_u32 fj = __shfl_sync(MW_FULL, f, j);
       mw_u64 uj = __shfl_sync(MW_FULL, fut, j);
