@@ -2,6 +2,27 @@
 -- and bench/core.lua its trace (figures are measured on a GPU; here only that it all works).
 local support = require "spec.support"
 
+-- Runs bench/suite.lua --quick on sim with a fake baselines program that prints lines: the
+-- exit status, the output and bench.csv.
+local function run_with(lines)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
+  local fake = dir .. "/baselines"
+  local f = assert(io.open(fake, "w"))
+  f:write("#!/bin/sh\n")
+  for _, l in ipairs(lines) do f:write("echo '" .. l .. "'\n") end
+  f:close()
+  os.execute("chmod +x " .. support.shell_quote(fake))
+  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " MW_BASELINES=" .. support.shell_quote(fake) .. " "
+  local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
+    .. support.shell_quote(dir))
+  local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
+  os.execute("rm -rf " .. support.shell_quote(dir))
+  return status, out, csv
+end
+
 describe("bench/suite.lua #sim", function()
   it("prints a table and writes bench.csv and bench.svg with a row per figure", function()
     local dir = os.tmpname()
@@ -35,49 +56,18 @@ describe("bench/suite.lua #sim", function()
   end)
 
   it("puts each baseline beside its row with the ratio, and lists reference figures", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
-    local fake = dir .. "/baselines"
-    local f = assert(io.open(fake, "w"))
-    f:write("#!/bin/sh\necho 'round trip/spawn->await p50,1000000'\n"
-      .. "echo 'round trip/ping-pong floor p50,2.5'\necho 'noise'\n")
-    f:close()
-    os.execute("chmod +x " .. support.shell_quote(fake))
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " MW_BASELINES=" .. support.shell_quote(fake) .. " "
-    local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
-      .. support.shell_quote(dir))
+    local status, out, csv = run_with { "round trip/spawn->await p50,1000000",
+      "round trip/ping-pong floor p50,2.5", "noise" }
     assert.equals(0, status, out)
     -- a p50 far below a second: the ratio baseline / moonwarp is large ("lower is better")
     local ratio = tonumber(out:match("spawn%->await p50%s+[%d.]+%s+us%s+1000000%.000%s+([%d.]+)x"))
     assert.is_true(ratio ~= nil and ratio > 100, out)
     assert.truthy(out:find("ping-pong floor p50", 1, true) and out:find("(reference)", 1, true), out)
-    local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
     assert.truthy(csv:find('"round trip","spawn%->await p50",us,[%d.e+-]+,1000000,[%d.e+-]+\n'), csv)
-    os.execute("rm -rf " .. support.shell_quote(dir))
   end)
 end)
 
 describe("bench/suite.lua's pipeline baseline #sim", function()
-  local function run_with(lines)
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
-    local fake = dir .. "/baselines"
-    local f = assert(io.open(fake, "w"))
-    f:write("#!/bin/sh\n")
-    for _, l in ipairs(lines) do f:write("echo '" .. l .. "'\n") end
-    f:close()
-    os.execute("chmod +x " .. support.shell_quote(fake))
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " MW_BASELINES=" .. support.shell_quote(fake) .. " "
-    local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
-      .. support.shell_quote(dir))
-    local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
-    os.execute("rm -rf " .. support.shell_quote(dir))
-    return status, out, csv
-  end
 
   it("is the CUDA graph with PDL where the run has it, the plain graph a reference line", function()
     local status, out, csv = run_with { "pipeline/3 stages, batch 1 (streams),30",

@@ -439,14 +439,7 @@ static void cuda_abandon(mw__backend *b) {
 }
 
 const mw__backend_ops mw__backend_cuda_local = {
-    .name = "cuda",
-    .host_code = 0,
-    .source_ext = "cu",
-    .cta_in_memory = 0,
-    .shares_cpus = 0,
-    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
-    .claim_device = 1,
-    .clock = "%globaltimer",
+    MW__CUDA_TRAITS,
     .probe = mw__cuda_probe, /* the driver in this process */
     .open = cuda_open,
     .close = cuda_close,

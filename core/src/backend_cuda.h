@@ -10,6 +10,11 @@
 #include "internal.h"
 
 #define MW__CUDA_DEFAULT_CAPACITY (1u << 20) /* task frames of a cuda runtime by default */
+/* What the two cuda ops tables (the device process's proxy and the backend in this process)
+ * say alike of the backend: their first fields. */
+#define MW__CUDA_TRAITS                                                                          \
+  .name = "cuda", .host_code = 0, .source_ext = "cu", .cta_in_memory = 0, .shares_cpus = 0,      \
+  .default_capacity = MW__CUDA_DEFAULT_CAPACITY, .claim_device = 1, .clock = "%globaltimer"
 
 /* Whether a cuda device answers: 0, else MW_E* with why in err. Initialises the driver in this
  * process (the probe of mw__backend_cuda_local, and of the device process's `probe`). */

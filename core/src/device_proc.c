@@ -762,14 +762,7 @@ static void proxy_abandon(mw__backend *b) {
 static int probe_isolated(char *err, size_t n); /* below */
 
 const mw__backend_ops mw__backend_cuda = {
-    .name = "cuda",
-    .host_code = 0,
-    .source_ext = "cu",
-    .cta_in_memory = 0,
-    .shares_cpus = 0,
-    .default_capacity = MW__CUDA_DEFAULT_CAPACITY,
-    .claim_device = 1,
-    .clock = "%globaltimer",
+    MW__CUDA_TRAITS,
     .probe = probe_isolated, /* asked in a short-lived device process */
     .open = proxy_open,
     .close = proxy_close,
