@@ -280,6 +280,17 @@ int main() {
       CK(cudaMemsetAsync(m, 0, 256 * sizeof(float), s)); // back to the m the timed runs use
       CK(cudaStreamSynchronize(s));
     };
+    // the median of 50 timed launches of graph x (after one untimed), in us
+    auto time_graph = [&](cudaGraphExec_t x) {
+      std::vector<double> w;
+      for (int r = 0; r < 51; ++r) {
+        double t0 = now();
+        CK(cudaGraphLaunch(x, s));
+        CK(cudaStreamSynchronize(s));
+        if (r) w.push_back((now() - t0) * 1e6);
+      }
+      return median(w);
+    };
     for (int batch : {1, 2, 4, 8, 16, 32, 64}) {
       std::vector<double> v;
       for (int r = 0; r < 51; ++r) {
@@ -299,14 +310,7 @@ int main() {
       stage_out<<<batch, 32, 0, s>>>(u);
       CK(cudaStreamEndCapture(s, &g));
       CK(cudaGraphInstantiate(&ge, g, 0));
-      v.clear();
-      for (int r = 0; r < 51; ++r) {
-        double t0 = now();
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaStreamSynchronize(s));
-        if (r) v.push_back((now() - t0) * 1e6);
-      }
-      printf("pipeline/3 stages, batch %d,%.3f\n", batch, median(v));
+      printf("pipeline/3 stages, batch %d,%.3f\n", batch, time_graph(ge));
       if (major >= 9) {
         // The PDL graph is built by stream capture: the dependent stages are launched with
         // cudaLaunchKernelEx and cudaLaunchAttributeProgrammaticStreamSerialization, which the
@@ -359,14 +363,7 @@ int main() {
               }
             }
           }
-          v.clear();
-          for (int r = 0; r < 51; ++r) {
-            double t0 = now();
-            CK(cudaGraphLaunch(gpe, s));
-            CK(cudaStreamSynchronize(s));
-            if (r) v.push_back((now() - t0) * 1e6);
-          }
-          printf("pipeline/3 stages, batch %d (graph+PDL),%.3f\n", batch, median(v));
+          printf("pipeline/3 stages, batch %d (graph+PDL),%.3f\n", batch, time_graph(gpe));
           CK(cudaGraphExecDestroy(gpe));
         }
         CK(cudaGraphDestroy(gp));
