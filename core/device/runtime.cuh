@@ -1563,6 +1563,26 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
   return mw_await_more(c);
 }
 
+/* Level d + 1 set up for the spawn in record rec, claimed by this warp, its frame at off of the
+ * lane stacks (its arguments are copied by the caller); the warp's depth counts it. Lane 0. */
+__device__ void mw_level_from_rec(mw_ctx *c, const mw_rec *rec, mw_u32 off) {
+  mw_wstate *ws = MW_WS(c);
+  mw_level *K = &ws->lv[c->d + 1];
+  K->fut = rec->fut;
+  K->bad = 0;
+  K->kind = rec->kind;
+  K->resume = 0;
+  K->frame = rec->frame; /* reserved */
+  K->children = 0;
+  K->flags = (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u;
+  K->epoch = rec->epoch;
+  K->off = off;
+  K->sibling = rec->sibling;
+  K->naw = K->cur = 0;
+  K->bulk = 0;
+  ws->depth = c->d + 2;
+}
+
 /* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
  * run of level d with MW_RUN_CALL: the trampoline runs the child next. Collective. */
 __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
@@ -1572,20 +1592,7 @@ __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_u32 kind = 0;
   if (c->lane == 0) {
     kind = rec->kind;
-    mw_level *K = &ws->lv[c->d + 1];
-    K->fut = rec->fut;
-    K->bad = 0;
-    K->kind = kind;
-    K->resume = 0;
-    K->frame = rec->frame; /* reserved */
-    K->children = 0;
-    K->flags = (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u;
-    K->epoch = rec->epoch;
-    K->off = off;
-    K->sibling = rec->sibling;
-    K->naw = K->cur = 0;
-    K->bulk = 0;
-    ws->depth = c->d + 2;
+    mw_level_from_rec(c, rec, off);
   }
   kind = mw_bcast(kind);
   const mw_kind_info *ki = mw_kind(kind);
@@ -1614,6 +1621,29 @@ __device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *k
 #endif
 }
 
+/* Completes future fut of a child of kind that ended done with c->value, privately (protocol.h,
+ * Private completion): counted, its frame (MW_NONE: none) freed, the result in its slot, and an
+ * entry among the warp's recent results for level lv, which awaits it. Lane 0. */
+__device__ void mw_complete_private(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 frame, mw_u32 sibling,
+                                    mw_u32 epoch, mw_u32 lv) {
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_count(c, kind, MW_CNT_COMPLETED);
+  if (frame != MW_NONE) mw_frame_free(c, frame);
+  mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
+  mw_slot_result(sl, MW_ST_OK, c->value, ki->rtype, 0, 0, 0);
+  mw_st64(&sl->ctl, ((mw_u64)MW_FUT_GEN(fut) << 32) | MW_CTL_CLOSED);
+  mw_kid *K = mw_kid_new(c);
+  K->fut = fut;
+  K->value = c->value;
+  K->sibling = sibling;
+  K->epoch = epoch;
+  K->status = MW_ST_OK;
+  K->rtype = (mw_u8)ki->rtype;
+  K->level = (mw_u8)lv;
+  K->priv = 1;
+  K->state = MW_KID_DONE;
+}
+
 /* Finishes the running level the short way when it is an inline child that ended done, owns
  * no children, holds no futures and returns none, and completes privately (protocol.h, Private
  * completion): what mw_finish_level does in that case. Lane 0. Returns false, having done
@@ -1622,27 +1652,13 @@ __device__ bool mw_finish_plain(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
   mw_level *L = MW_LV(c);
   const mw_kind_info *ki = mw_kind(L->kind);
-  mw_u32 s = MW_FUT_SLOT(L->fut), gen = MW_FUT_GEN(L->fut);
+  mw_u32 s = MW_FUT_SLOT(L->fut);
   if (c->cancelled || c->status != MW_RUN_DONE || L->children || ki->futargs ||
       ki->rtype == MW_RT_FUTURE || (L->flags & (MW_LV_CANCELLED | MW_LV_ROOT | MW_LV_PUBLIC)) ||
       L->epoch != ws->epoch || s < c->host_slots)
     return false;
   MW_PROBE(MW_PR_FINISH);
-  mw_count(c, L->kind, MW_CNT_COMPLETED);
-  if (L->frame != MW_NONE) mw_frame_free(c, L->frame);
-  mw_slot *sl = &c->slots[s];
-  mw_slot_result(sl, MW_ST_OK, c->value, ki->rtype, 0, 0, 0);
-  mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
-  mw_kid *K = mw_kid_new(c);
-  K->fut = L->fut;
-  K->value = c->value;
-  K->sibling = L->sibling;
-  K->epoch = L->epoch;
-  K->status = MW_ST_OK;
-  K->rtype = (mw_u8)ki->rtype;
-  K->level = (mw_u8)(c->d - 1);
-  K->priv = 1;
-  K->state = MW_KID_DONE;
+  mw_complete_private(c, L->kind, L->fut, L->frame, L->sibling, L->epoch, c->d - 1);
   ws->depth = c->d;
   return true;
 }
@@ -1724,39 +1740,11 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
     mw_level *L = MW_LV(c);
     const mw_u64 h = rec->fut;
     if (c->status == MW_RUN_DONE) {
-      mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
-      mw_count(c, kind, MW_CNT_COMPLETED);
-      mw_frame_free(c, rec->frame);
-      mw_slot *sl = &c->slots[s];
-      mw_slot_result(sl, MW_ST_OK, c->value, ki->rtype, 0, 0, 0);
-      mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
-      mw_kid *K = mw_kid_new(c);
-      K->fut = h;
-      K->value = c->value;
-      K->sibling = rec->sibling;
-      K->epoch = rec->epoch;
-      K->status = MW_ST_OK;
-      K->rtype = (mw_u8)ki->rtype;
-      K->level = (mw_u8)c->d;
-      K->priv = 1;
-      K->state = MW_KID_DONE;
+      mw_complete_private(c, kind, h, rec->frame, rec->sibling, rec->epoch, c->d);
       L->bad = 0;
     } else { /* the general finish, on a level set up for it */
-      mw_level *K = &ws->lv[c->d + 1];
-      K->fut = h;
-      K->bad = 0;
-      K->kind = kind;
-      K->resume = 0;
-      K->frame = rec->frame;
-      K->children = 0;
-      K->flags = 0;
-      K->epoch = rec->epoch;
-      K->off = off;
-      K->sibling = rec->sibling;
-      K->naw = K->cur = 0;
-      K->bulk = 0;
+      mw_level_from_rec(c, rec, off);
       c->d++;
-      ws->depth = c->d + 1;
       mw_finish_level(c);
       c->d--;
       L->bad = h;
