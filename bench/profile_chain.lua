@@ -1,23 +1,32 @@
--- profile_chain.lua - a chain of dependent device hops, or a series of pipelines, on a few workers
+-- profile_chain.lua - a chain of dependent device hops, a series of pipelines, or fib, on a few workers
 -- and nothing else, for a profiler to sample (ncu --replay-mode application, see bench/NOTES.md)
 -- or for the executor's probes (MOONWARP_PROBES=1, scripts/gpu.sh probes).
---   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline]
+--   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib]
 --   (defaults: auto, 20000, 4, chain; workers 0: the runtime's default; for pipeline, hops is the
---   number of pipelines of batch 1, each spawned and awaited from the host)
+--   number of pipelines of batch 1, each spawned and awaited from the host; for fib, hops is n)
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what = arg[4] or "chain"
-assert(what == "chain" or what == "pipeline", "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline]")
+assert(what == "chain" or what == "pipeline" or what == "fib",
+  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib]")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
 local t0 = mw.now()
+local count = hops
 if what == "chain" then
   assert(prog.chain(hops):await(300) == math.floor(hops / 2))
+elseif what == "fib" then
+  local a, b, tasks = 0, 1, {[0] = 1, [1] = 1}
+  for i = 2, hops do tasks[i] = tasks[i - 1] + tasks[i - 2] + 1 end
+  for _ = 1, hops do a, b = b, a + b end
+  assert(prog.fib(hops):await(300) == a)
+  count = tasks[hops]
 else
   local m, t, u = rt:buffer("float", 256), rt:buffer("float", 256), rt:buffer("float", 256)
   for _ = 1, hops do assert(prog.pipeline(t, m, u, 1):await(60) == 1) end
 end
-print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(hops, what == "chain" and "hops" or "pipelines",
-  mw.now() - t0, (mw.now() - t0) * 1e6 / hops, rt.backend, rt:stats().workers))
+local noun = ({chain = "hops", pipeline = "pipelines", fib = "fib tasks"})[what]
+print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(count, noun,
+  mw.now() - t0, (mw.now() - t0) * 1e6 / count, rt.backend, rt:stats().workers))
 rt:close()

@@ -120,6 +120,8 @@ if [[ $steps == *" probes "* ]]; then
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
       MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 2000 $w pipeline 2>&1 |
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
+      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 18 $w fib 2>&1 |
+        grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
     done
     MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
   done
