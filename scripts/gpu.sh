@@ -4,7 +4,7 @@
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
 #   steps: examples specs bench soak sanitize (default: all), quick ($QUICK_VARIANTS), sweep (bench/core.lua and
 #   bench/hops.lua over worker counts, $SWEEP_WORKERS; the suite at $SUITE_WORKERS), and probes (the executor built with
-#   MOONWARP_PROBES=1 times each step of a chain of hops on 1 and 4 workers, and the micro
+#   MOONWARP_PROBES=1 times each step of a chain of hops, a pipeline and fib(18) on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
 #   $PROBE_VARIANTS names variants of the executor to time beside it; $BENCH_VARIANTS does the
 #   same for bench/suite.lua in the bench step, $ROUNDTRIP_VARIANTS for bench_roundtrip alone). bench starts with the compile figures:
