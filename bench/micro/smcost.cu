@@ -1,5 +1,5 @@
 // smcost.cu - per-operation latency of what an SM-local executor would use, on the GPU the
-// executor runs on: shared-memory loads and atomics, CTA-scope fences, warp collectives, a call
+// executor runs on: shared-memory loads and atomics, CTA-scope fences (after global stores too), warp collectives, a call
 // through a switch with a frame on the stack, global read-after-own-write, the global timer's
 // step. One warp; cycles per dependent step over 2000 steps (clock64).
 // Build: nvcc -O2 -arch=sm_90 bench/micro/smcost.cu -o smcost && ./smcost
@@ -57,6 +57,9 @@ __global__ void k(unsigned *g, long long *ns, row *out, unsigned seed) {
     MEASURE("global red.add (no result)", atomicAdd(&g[8192 + ((j * 32) & 4095)], 1u));
     MEASURE("global atomicExch, dependent", p = atomicExch(&g[8192 + (p & 4095)], p) & 4095);
     MEASURE("global plain stores x8 (posted)", for (int u = 0; u < 8; ++u) g[16384 + ((j * 8 + u) & 4095)] = j);
+    MEASURE("global store + fence.acq_rel.cta + shared load", g[16384 + ((j * 8) & 4095)] = p; asm volatile("fence.acq_rel.cta;" ::: "memory"); p = vs[p & 1023] & 1023);
+    MEASURE("global stores x5 + fence.acq_rel.cta + shared load", for (int u = 0; u < 5; ++u) g[16384 + ((j * 8 + u) & 4095)] = p; asm volatile("fence.acq_rel.cta;" ::: "memory"); p = vs[p & 1023] & 1023);
+    MEASURE("shared store + fence.acq_rel.gpu + L1-hit global load", vs[(p + 1) & 1023] = p; asm volatile("fence.acq_rel.gpu;" ::: "memory"); p = g[p & 4095] & 1023);
   }
   __syncwarp();
   MEASURE("__shfl_sync, dependent (32 lanes)", p = __shfl_sync(0xffffffffu, p + 1, (p + q) & 31));
@@ -112,9 +115,11 @@ int main() {
     "global store, then plain load of it", "global store, then volatile load of it",
     "global plain load, dependent (L1 after first pass)", "global atomicExch, result unused",
     "global red.add (no result)", "global atomicExch, dependent", "global plain stores x8 (posted)",
+    "global store + fence.acq_rel.cta + shared load", "global stores x5 + fence.acq_rel.cta + shared load",
+    "shared store + fence.acq_rel.gpu + L1-hit global load",
     "__shfl_sync, dependent (32 lanes)", "__syncwarp (32 lanes)", "ballot + shfl broadcast (32 lanes)",
     "call via switch, 256-byte frame by value (per call)"};
-  for (int i = 0; i < (int)hns[1] && i < 18; ++i) printf("%-55s %6lld cycles\n", names[i], hout[i].cyc);
+  for (int i = 0; i < (int)hns[1] && i < 21; ++i) printf("%-55s %6lld cycles\n", names[i], hout[i].cyc);
   printf("%-55s %6lld ns\n", "globaltimer step", hns[0]);
   return 0;
 }

@@ -454,7 +454,9 @@ typedef struct mw_worker {
  *                   with its spawner however slow the spawner is), or that waited
  *                   MW_STRAND_NS whatever its owner does (a spawner that computes on without
  *                   spawning or awaiting keeps it back at most that long)
- *   OWNED/TAKEN -> FREE  the claimer, after copying what it needs (cta-release)
+ *   TAKEN -> FREE   the thief, after copying what it needs (cta-release: the owner refills it)
+ *   OWNED -> FREE   the owner, after its lanes copied what they need (their __syncwarp orders
+ *                   it; no fence: no other warp acts on a record that leaves OWNED)
  * A record is a spawn not yet run (MW_RF_SPAWN: kind, fut and args, and a frame reserved for it),
  * a bulk task its spawner may join (MW_RF_BULK), or a task with a frame that is runnable (a
  * woken task; the waker's warp runs it next unless a thief takes it). flags may be or'ed by the owner while the record is OWNED (MW_RF_CANCELLED), and
@@ -467,6 +469,9 @@ typedef struct mw_worker {
 #define MW_STEAL_AGE_NS 1000u  /* a record is taken by another warp only once this old */
 #define MW_STRAND_NS 20000u    /* a spawn is taken by another warp once this old, in any case */
 #define MW_TICK_NS 2000u       /* periodic checks of a busy warp: cancellation, publication, polling */
+#ifndef MW_TICK_CALLS
+#define MW_TICK_CALLS 64u      /* spawns and awaits between two looks at the clock (a power of two) */
+#endif
 
 enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
 /* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a

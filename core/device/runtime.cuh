@@ -168,7 +168,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 22
+#define MW_NPROBES 26
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -191,7 +191,7 @@ struct mw_probe_scope {
 enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
-       MW_PR_INSTANCE };
+       MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 __device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) { return __shfl_sync(MW_FULL, v, 0); }
@@ -601,7 +601,10 @@ __device__ void mw_rec_ready(mw_ctx *c, mw_u32 r) {
   rec->t0 = MW_GLOBALTIMER();
   rec->calls = c->calls;
   mw_u32 seq = (rec->state >> 4) + 1u;
-  MW_FENCE_CTA(); /* the record before its state (pairs with the thief's acquire) */
+  {
+    MW_PROBE(MW_PR_FENCE_READY);
+    MW_FENCE_CTA(); /* the record before its state (pairs with the thief's acquire) */
+  }
   mw_st32(&rec->state, seq << 4 | MW_REC_READY);
 }
 
@@ -1298,12 +1301,12 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   }
 }
 
-/* Counts a spawn or await; every 16th looks at the clock, and does the periodic work when it
+/* Counts a spawn or await; every MW_TICK_CALLS-th looks at the clock, and does the periodic work when it
  * is due. Collective. */
 __device__ __forceinline__ void mw_tick(mw_ctx *c) {
   ++c->calls; /* each lane counts the same calls */
   if (c->lane == 0) MW_WS(c)->progress = c->calls; /* for thieves: records behind it may go */
-  if ((c->calls & 15u) != 0) return;
+  if ((c->calls & (MW_TICK_CALLS - 1u)) != 0) return;
   mw_u32 due = 0;
   if (c->lane == 0) {
     mw_u64 now = MW_GLOBALTIMER();
@@ -1381,6 +1384,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       h = MW_FUT_NOSLOT;
     } else {
       h = MW_FUT_MAKE(s, gen);
+      MW_PROBE(MW_PR_SLOT_INIT);
       mw_slot *sl = &c->slots[s];
       sl->kind = kind;
       sl->status = MW_ST_PENDING;
@@ -1599,7 +1603,15 @@ __device__ __noinline__ void mw_call_child(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_frame_from_args((mw_u32 *)(c->stk + off), (const mw_u32 *)rec->args, ki, 0, 1);
   __syncwarp();
   if (c->lane == 0) {
-    MW_FENCE_CTA();
+    /* no fence before FREE: the lanes' reads of the record are ordered by the __syncwarp, and
+     * no other warp acts on a record that leaves OWNED (protocol.h, spawn records).
+     * MW_CALL_FENCE keeps the CTA fence here, to compare. */
+#ifdef MW_CALL_FENCE
+    {
+      MW_PROBE(MW_PR_FENCE_CALL);
+      MW_FENCE_CTA();
+    }
+#endif
     mw_st32(&rec->state, (rec->state & ~15u) | MW_REC_FREE);
   }
   c->status = MW_RUN_CALL;
@@ -1626,6 +1638,7 @@ __device__ __forceinline__ bool mw_leaf_call_ok(mw_ctx *c, const mw_kind_info *k
  * entry among the warp's recent results for level lv, which awaits it. Lane 0. */
 __device__ void mw_complete_private(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 frame, mw_u32 sibling,
                                     mw_u32 epoch, mw_u32 lv) {
+  MW_PROBE(MW_PR_PRIVATE);
   const mw_kind_info *ki = mw_kind(kind);
   mw_count(c, kind, MW_CNT_COMPLETED);
   if (frame != MW_NONE) mw_frame_free(c, frame);
@@ -3179,7 +3192,8 @@ __device__ void mw_executor(mw_state *st) {
                                      "value", "release", "loop", "call_child", "rec_get", "tick",
                                      "spawn_lane0", "complete", "outcome", "empty_probe", "bulk_join",
                                      "run_bulk", "suspend", "root_frame", "complete_slot",
-                                     "bulk_instance"};
+                                     "bulk_instance", "fence_ready", "fence_call", "slot_init",
+                                     "private"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
