@@ -355,7 +355,7 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
               "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such leaf task kind in the executor\");\n"
               "  }\n}\n");
   mw__sb_printf(&b,
-                "extern \"C\" __global__ void __launch_bounds__(128) mw_executor_kernel(mw_state "
+                "extern \"C\" __global__ void __launch_bounds__(128, MW_MIN_CTAS) mw_executor_kernel(mw_state "
                 "*st) { mw_executor(st); }\n");
   if (opts->sim)
     mw__sb_puts(&b,

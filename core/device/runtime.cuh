@@ -46,10 +46,14 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 #define MW_CHECK_OFFSET(type, member, off) static_assert(true, "")
 #endif
 
-#ifndef MW_POLLERS
+/* CTAs of the executor that must fit on one SM at once (the kernel's launch bounds): more caps
+ * the registers per thread (255 at 1 or 2, 168 at 3, 128 at 4), for more workers per SM */
+#ifndef MW_MIN_CTAS
+#define MW_MIN_CTAS 1
+#endif
+
 #ifndef MW_POLLERS
 #define MW_POLLERS 4u
-#endif
 #endif
 #define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
 
