@@ -663,7 +663,7 @@ __device__ int mw_kid_find(mw_ctx *c, mw_u64 h) {
 }
 /* The entry of future h if it is one of the two newest of this warp's recent inline results
  * (the child an await just ran, or the pair of an await_all), else -1: what mw_kid_find would
- * find first, in a few loads. Lane 0. */
+ * find first, in a few loads. Lane 0, or every lane after a __syncwarp. */
 __device__ __forceinline__ int mw_kid_recent(mw_ctx *c, mw_u64 h) {
   mw_wstate *ws = MW_WS(c);
   mw_u32 used = ws->kid_used, n = ws->kid_next;
@@ -1965,9 +1965,8 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
  * task. Collective. Returns true if the task must stop (the body returns). */
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   MW_PROBE(MW_PR_AFTER);
-  mw_u64 bad = 0;
-  if (c->lane == 0) bad = MW_LV(c)->bad;
-  bad = mw_bcast64(bad);
+  __syncwarp(); /* lane 0 wrote the level's bad: ordered before every lane reads it */
+  const mw_u64 bad = MW_LV(c)->bad;
   if (c->cancelled) return true;
   if (c->status == MW_RUN_FAIL) return true;
   if (!bad) return false;
@@ -2247,22 +2246,26 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   v.bits = 0;
   v.rtype = MW_RT_I64;
   mw_u32 meta = 0;
-  if (c->lane == 0) {
-    /* the common case first: one of the two children that completed last here, done */
+  {
+    /* the common case first: one of the two children that completed last here, done. Every
+     * lane reads the entry (the same shared words: no broadcast, no divergence); lane 0 wrote
+     * it, the __syncwarp orders that before these reads. */
+    __syncwarp();
     int k = mw_kid_recent(c, f.h);
     const mw_kid *K = k >= 0 ? &MW_WS(c)->kid[k] : 0;
     if (K && K->status == MW_ST_OK) {
       v.bits = K->value;
       v.rtype = K->rtype;
-      meta = v.rtype | 256u;
-    } else {
-      int code;
-      const char *msg;
-      mw_u32 st = mw_outcome(c, f.h, &v.bits, &v.rtype, &code, &msg);
-      bool ok = st != MW_ST_PENDING && !(st == MW_ST_FAILED && code == MW_FAIL_STALE) &&
-                f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED;
-      meta = v.rtype | (ok ? 256u : 0u);
+      return v;
     }
+  }
+  if (c->lane == 0) {
+    int code;
+    const char *msg;
+    mw_u32 st = mw_outcome(c, f.h, &v.bits, &v.rtype, &code, &msg);
+    bool ok = st != MW_ST_PENDING && !(st == MW_ST_FAILED && code == MW_FAIL_STALE) &&
+              f.h != MW_FUT_NOSLOT && f.h != MW_FUT_SKIPPED;
+    meta = v.rtype | (ok ? 256u : 0u);
   }
   (void)line;
   v.bits = mw_bcast64(v.bits);
