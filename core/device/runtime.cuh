@@ -1965,8 +1965,11 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
  * task. Collective. Returns true if the task must stop (the body returns). */
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   MW_PROBE(MW_PR_AFTER);
-  __syncwarp(); /* lane 0 wrote the level's bad: ordered before every lane reads it */
+  /* every lane reads the level's outcome between lane 0's writes of it (before the first
+   * __syncwarp, and at the next await, after the second) */
+  __syncwarp();
   const mw_u64 bad = MW_LV(c)->bad;
+  __syncwarp();
   if (c->cancelled) return true;
   if (c->status == MW_RUN_FAIL) return true;
   if (!bad) return false;
@@ -2248,16 +2251,18 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   mw_u32 meta = 0;
   {
     /* the common case first: one of the two children that completed last here, done. Every
-     * lane reads the entry (the same shared words: no broadcast, no divergence); lane 0 wrote
-     * it, the __syncwarp orders that before these reads. */
+     * lane reads the entry (the same shared words: no broadcast, no divergence) between two
+     * __syncwarps: lane 0's writes of it before, and its next ones (a release) after. */
     __syncwarp();
     int k = mw_kid_recent(c, f.h);
     const mw_kid *K = k >= 0 ? &MW_WS(c)->kid[k] : 0;
-    if (K && K->status == MW_ST_OK) {
+    const bool ok = K && K->status == MW_ST_OK;
+    if (ok) {
       v.bits = K->value;
       v.rtype = K->rtype;
-      return v;
     }
+    __syncwarp();
+    if (ok) return v;
   }
   if (c->lane == 0) {
     int code;
