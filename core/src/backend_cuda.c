@@ -15,10 +15,11 @@
 #define BLOCK_THREADS (32 * MW_CTA_WARPS) /* a worker CTA: the executor names its warps by threadIdx */
 #define WARPS_PER_BLOCK (BLOCK_THREADS / 32)
 #define MAX_BLOCKS_PER_SM 4 /* the most workers the option `workers` may ask for */
-/* Default: one block of four workers per SM. Measured on an H200 (bench/core.lua, 2026-12-02):
- * 528 workers ran fib(25) at 32.9 M tasks/s and a dependent hop in 15.6 us; 1056 workers 31.9
- * and 16.6; 2112 workers 10.5 and 18.1 (idle warps crowd the queues and the L2). */
-#define DEFAULT_BLOCKS_PER_SM 1
+/* Default: two blocks of four workers per SM (as many as the kernel's 255 registers let run).
+ * Measured on an H200 (bench/core.lua, 2026-12-04, bench/results/2026-12-04-h200-v25/ctas.txt):
+ * 528 workers ran fib(30) at 55.6 M tasks/s and a dependent hop in 4.44 us; 1056 workers 76.6
+ * and 4.48. (On 2026-12-02, with a slower executor, 1056 workers were no faster than 528.) */
+#define DEFAULT_BLOCKS_PER_SM 2
 
 typedef struct cuda_be {
   char *err; /* mw__backend_args.err */
