@@ -172,7 +172,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 26
+#define MW_NPROBES 28
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -195,11 +195,29 @@ struct mw_probe_scope {
 enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
-       MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE };
+       MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
+       MW_PR_BCAST, MW_PR_BCAST_DIV };
+
+/* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
+ * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div". */
+#if defined(MW_PROBES) && !defined(MW_SIM)
+__device__ __forceinline__ void mw_probe_bcast() {
+  const unsigned m = __activemask();
+  if ((threadIdx.x & 31u) != (unsigned)__ffs((int)m) - 1u) return;
+  atomicAdd((unsigned long long *)&mw_probe_acc[threadIdx.x >> 5][MW_PR_BCAST][1], 1ull);
+  if (m != MW_FULL) atomicAdd((unsigned long long *)&mw_probe_acc[threadIdx.x >> 5][MW_PR_BCAST_DIV][1], 1ull);
+}
+#else
+#define mw_probe_bcast() (void)0
+#endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
-__device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) { return __shfl_sync(MW_FULL, v, 0); }
+__device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) {
+  mw_probe_bcast();
+  return __shfl_sync(MW_FULL, v, 0);
+}
 __device__ __forceinline__ mw_u64 mw_bcast64(mw_u64 v) {
+  mw_probe_bcast();
   return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
 }
 __device__ __forceinline__ mw_u32 mw_ld32(const mw_u32 *p) { return *(const volatile mw_u32 *)p; }
@@ -1661,6 +1679,9 @@ __device__ void mw_complete_private(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 f
   K->state = MW_KID_DONE;
 }
 
+#ifndef MW_NO_PLAIN_FINISH /* 1: the trampoline finishes every level the general way, to compare */
+#define MW_NO_PLAIN_FINISH 0
+#endif
 /* Finishes the running level the short way when it is an inline child that ended done, owns
  * no children, holds no futures and returns none, and completes privately (protocol.h, Private
  * completion): what mw_finish_level does in that case. Lane 0. Returns false, having done
@@ -2611,7 +2632,9 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
       c->d++;
       continue;
     }
-    if (c->status != MW_RUN_SUSPEND && c->lane == 0) mw_finish_level(c);
+    /* an inline child that ended done with nothing to let go finishes the short way */
+    if (c->status != MW_RUN_SUSPEND && c->lane == 0 && (MW_NO_PLAIN_FINISH || !mw_finish_plain(c)))
+      mw_finish_level(c);
     __syncwarp();
     if (c->d == 0) return;
     c->d--; /* the level below resumes at its await */
@@ -3205,7 +3228,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "spawn_lane0", "complete", "outcome", "empty_probe", "bulk_join",
                                      "run_bulk", "suspend", "root_frame", "complete_slot",
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
-                                     "private"};
+                                     "private", "bcast", "bcast_div"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
