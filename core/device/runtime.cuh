@@ -172,7 +172,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 28
+#define MW_NPROBES 30
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -196,7 +196,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
-       MW_PR_BCAST, MW_PR_BCAST_DIV };
+       MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div". */
@@ -1527,6 +1527,7 @@ __device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
   mw_u32 go = 0;
   if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && c->status == MW_RUN_DONE &&
       c->d + 1 < MW_LEVELS) {
+    MW_PROBE(MW_PR_LEAF_CLAIM);
     mw_wstate *ws = MW_WS(c);
     mw_u32 r = ws->last_rec;
     mw_rec *rec = &ws->rec[r];
@@ -1766,7 +1767,7 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
   c->resume = 0;
   c->value = 0;
   {
-    MW_PROBE(MW_PR_RUN);
+    MW_PROBE(MW_PR_PURE_BODY);
     MW_TASK_IN();
     mw_dispatch_leaf(c, kind, c->stk + off);
     MW_TASK_OUT();
@@ -3228,7 +3229,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "spawn_lane0", "complete", "outcome", "empty_probe", "bulk_join",
                                      "run_bulk", "suspend", "root_frame", "complete_slot",
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
-                                     "private", "bcast", "bcast_div"};
+                                     "private", "bcast", "bcast_div", "leaf_claim", "pure_body"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
