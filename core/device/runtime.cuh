@@ -199,27 +199,44 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
- * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div". */
+ * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
+ * with the source lines of the diverged ones (printed at the end as "diverged at line"). */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-__device__ __forceinline__ void mw_probe_bcast() {
+#define MW_DIV_LINES 48
+__shared__ unsigned mw_probe_div[MW_CTA_WARPS][MW_DIV_LINES][2]; /* line, count */
+__device__ __forceinline__ void mw_probe_bcast(int line) {
   const unsigned m = __activemask();
   if ((threadIdx.x & 31u) != (unsigned)__ffs((int)m) - 1u) return;
-  atomicAdd((unsigned long long *)&mw_probe_acc[threadIdx.x >> 5][MW_PR_BCAST][1], 1ull);
-  if (m != MW_FULL) atomicAdd((unsigned long long *)&mw_probe_acc[threadIdx.x >> 5][MW_PR_BCAST_DIV][1], 1ull);
+  const unsigned w = threadIdx.x >> 5;
+  atomicAdd((unsigned long long *)&mw_probe_acc[w][MW_PR_BCAST][1], 1ull);
+  if (m == MW_FULL) return;
+  atomicAdd((unsigned long long *)&mw_probe_acc[w][MW_PR_BCAST_DIV][1], 1ull);
+  for (int i = 0; i < MW_DIV_LINES; ++i) {
+    unsigned l = atomicCAS(&mw_probe_div[w][i][0], 0u, (unsigned)line);
+    if (l == 0u || l == (unsigned)line) {
+      atomicAdd(&mw_probe_div[w][i][1], 1u);
+      return;
+    }
+  }
 }
 #else
-#define mw_probe_bcast() (void)0
+#define mw_probe_bcast(line) (void)0
 #endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
-__device__ __forceinline__ mw_u32 mw_bcast(mw_u32 v) {
-  mw_probe_bcast();
+__device__ __forceinline__ mw_u32 mw_bcast_at(mw_u32 v, int line) {
+  mw_probe_bcast(line);
+  (void)line;
   return __shfl_sync(MW_FULL, v, 0);
 }
-__device__ __forceinline__ mw_u64 mw_bcast64(mw_u64 v) {
-  mw_probe_bcast();
+__device__ __forceinline__ mw_u64 mw_bcast64_at(mw_u64 v, int line) {
+  mw_probe_bcast(line);
+  (void)line;
   return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
 }
+/* lane 0's value in every lane (the line names the call site to the probes) */
+#define mw_bcast(v) mw_bcast_at((v), __LINE__)
+#define mw_bcast64(v) mw_bcast64_at((v), __LINE__)
 __device__ __forceinline__ mw_u32 mw_ld32(const mw_u32 *p) { return *(const volatile mw_u32 *)p; }
 __device__ __forceinline__ mw_u64 mw_ld64(const mw_u64 *p) { return *(const volatile mw_u64 *)p; }
 __device__ __forceinline__ void mw_st32(mw_u32 *p, mw_u32 v) { *(volatile mw_u32 *)p = v; }
@@ -3133,6 +3150,7 @@ __device__ void mw_executor(mw_state *st) {
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
 #if defined(MW_PROBES)
     if (c.lane < MW_NPROBES) mw_probe_acc[c.cw][c.lane][0] = mw_probe_acc[c.cw][c.lane][1] = 0;
+    for (mw_u32 i = c.lane; i < MW_DIV_LINES; i += 32) mw_probe_div[c.cw][i][0] = mw_probe_div[c.cw][i][1] = 0;
 #endif
     __syncthreads();
   }
@@ -3234,6 +3252,10 @@ __device__ void mw_executor(mw_state *st) {
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
                mw_probe_acc[c.cw][i][1], mw_probe_acc[c.cw][i][0] / mw_probe_acc[c.cw][i][1]);
+    for (int i = 0; i < MW_DIV_LINES; ++i)
+      if (mw_probe_div[c.cw][i][1])
+        printf("probe worker %u diverged at line %u of the generated source: %u broadcasts\n", c.wid,
+               mw_probe_div[c.cw][i][0], mw_probe_div[c.cw][i][1]);
   }
 #endif
   if (c.lane == 0) {
