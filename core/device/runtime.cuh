@@ -224,12 +224,23 @@ __device__ __forceinline__ void mw_probe_bcast(int line) {
 #endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
+/* A broadcast mostly follows a section only lane 0 ran: the compiler does not always reconverge
+ * the warp after one (calls and loops inside), and a shuffle in a diverged warp takes the slow
+ * collective path. The __syncwarp reconverges it first (MW_BCAST_NO_SYNC leaves it out, to
+ * compare). */
+#ifdef MW_BCAST_NO_SYNC
+#define MW_BCAST_SYNC() (void)0
+#else
+#define MW_BCAST_SYNC() __syncwarp()
+#endif
 __device__ __forceinline__ mw_u32 mw_bcast_at(mw_u32 v, int line) {
+  MW_BCAST_SYNC();
   mw_probe_bcast(line);
   (void)line;
   return __shfl_sync(MW_FULL, v, 0);
 }
 __device__ __forceinline__ mw_u64 mw_bcast64_at(mw_u64 v, int line) {
+  MW_BCAST_SYNC();
   mw_probe_bcast(line);
   (void)line;
   return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
@@ -1697,8 +1708,12 @@ __device__ void mw_complete_private(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 f
   K->state = MW_KID_DONE;
 }
 
-#ifndef MW_NO_PLAIN_FINISH /* 1: the trampoline finishes every level the general way, to compare */
-#define MW_NO_PLAIN_FINISH 0
+/* 0: the trampoline finishes an inline child that ended done with nothing to let go the short
+ * way. Faster per task on one worker (fib's finish 3,040 -> 2,338 cycles) but fib on 1056
+ * workers ran 69 M/s against 78 with the general way, twice in one run (bench/NOTES.md): the
+ * general way stays the default until that is understood. */
+#ifndef MW_NO_PLAIN_FINISH
+#define MW_NO_PLAIN_FINISH 1
 #endif
 /* Finishes the running level the short way when it is an inline child that ended done, owns
  * no children, holds no futures and returns none, and completes privately (protocol.h, Private
