@@ -152,6 +152,22 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #endif
 #define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
 
+/* Lane 0's v in every lane through the warp's shared word, whatever the warp's convergence:
+ * lane 0's store before the first __syncwarp, every lane's load between the two (cuda only;
+ * on sim mw_bcast always shuffles). */
+__device__ __forceinline__ mw_u64 mw_bcast_mem(mw_u64 v) {
+#ifdef MW_SIM
+  return v;
+#else
+  volatile mw_u64 *x = &mw_cta_shared[threadIdx.x >> 5].xfer;
+  if ((threadIdx.x & 31u) == 0u) *x = v;
+  __syncwarp();
+  v = *x;
+  __syncwarp();
+  return v;
+#endif
+}
+
 /* sim: task code runs between MW_TASK_IN and MW_TASK_OUT (sim_shim.h: it is stopped there after
  * a fault elsewhere); nothing on the GPU */
 #ifdef MW_SIM
@@ -224,26 +240,31 @@ __device__ __forceinline__ void mw_probe_bcast(int line) {
 #endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
-/* A broadcast mostly follows a section only lane 0 ran: the compiler does not always reconverge
- * the warp after one (calls and loops inside), and a shuffle in a diverged warp takes the slow
- * collective path. The __syncwarp reconverges it first (MW_BCAST_NO_SYNC leaves it out, to
- * compare). */
-#ifdef MW_BCAST_NO_SYNC
-#define MW_BCAST_SYNC() (void)0
+/* A broadcast mostly follows a section only lane 0 ran, and the warp is often not converged
+ * there even after a __syncwarp (lane 0's section made calls and ran loops): a shuffle then
+ * takes its slow collective path, about 900 cycles (bench/NOTES.md). So: a __syncwarp, then the
+ * shuffle if every lane is active, else lane 0's value goes through the warp's shared word
+ * (each lane takes the same way: a lane that is not active with all the others sees a partial
+ * mask). MW_BCAST_SHFL keeps the plain shuffle, to compare. */
+#if defined(MW_SIM) || defined(MW_BCAST_SHFL)
+#define MW_BCAST_CONVERGED() true
 #else
-#define MW_BCAST_SYNC() __syncwarp()
+#define MW_BCAST_CONVERGED() (__activemask() == MW_FULL)
 #endif
+__device__ __forceinline__ mw_u64 mw_bcast_mem(mw_u64 v);
 __device__ __forceinline__ mw_u32 mw_bcast_at(mw_u32 v, int line) {
-  MW_BCAST_SYNC();
+  __syncwarp();
   mw_probe_bcast(line);
   (void)line;
-  return __shfl_sync(MW_FULL, v, 0);
+  if (MW_BCAST_CONVERGED()) return __shfl_sync(MW_FULL, v, 0);
+  return (mw_u32)mw_bcast_mem(v);
 }
 __device__ __forceinline__ mw_u64 mw_bcast64_at(mw_u64 v, int line) {
-  MW_BCAST_SYNC();
+  __syncwarp();
   mw_probe_bcast(line);
   (void)line;
-  return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
+  if (MW_BCAST_CONVERGED()) return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
+  return mw_bcast_mem(v);
 }
 /* lane 0's value in every lane (the line names the call site to the probes) */
 #define mw_bcast(v) mw_bcast_at((v), __LINE__)
