@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend_cuda.h"
+#include "image.h"
 #include "internal.h"
 #include "jit.h"
 #include "util.h"
@@ -355,6 +355,13 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     free(rt);
     return rc;
   }
+  char why_not[1024];
+  if ((rc = mw__image_compiler_ready(ops->host_code, why_not, sizeof why_not))) {
+    mw__set_error("the %s backend needs %s", ops->name, why_not);
+    release_device(rt);
+    free(rt);
+    return rc;
+  }
   mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
                            .errlen = sizeof rt->err, .find_task = find_task, .ctx = rt};
   mw__backend_info info = {0};
@@ -368,6 +375,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   }
   rt->max_workers = info.max_workers;
   rt->nworkers = info.workers;
+  rt->arch = info.arch;
   rt->nframes = d.capacity ? d.capacity : ops->default_capacity;
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
@@ -619,6 +627,54 @@ static int build_options(mw_program *const *progs, int n, const char *gen, mw__b
   return mw__include_digest(gen, v, k, bo->deps);
 }
 
+/* Loads the image into the backend; a cached image the backend refuses (left by another version
+ * or a changed system) is removed from the cache and compiled afresh, once. */
+static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) {
+  int rc = rt->ops->load(rt->be, img->data, img->size);
+  if (!rc || !img->cached) return rc;
+  mw__image_evict(img);
+  mw__image_free(img);
+  rt->err[0] = 0;
+  rc = mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+  return rc ? rc : rt->ops->load(rt->be, img->data, img->size);
+}
+
+/* Compiles progs[0..nprogs) into one image and makes it the executor, with nkinds task kinds:
+ * the compile runs beside the running executor; then the executor stops, the image is loaded
+ * and launched, and queued and suspended tasks carry on. When the new one cannot start, the one
+ * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
+static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
+  mw__parsed *list[MW_MAX_KINDS];
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
+  char *gen = mw__generate(list, nprogs, &go);
+  mw__build_opts bo;
+  const char **dirs = NULL;
+  int rc = gen ? build_options(rt->progs, nprogs, gen, &bo, &dirs) : MW_ENOMEM;
+  if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+  mw__image_req req = {gen, &bo, rt->ops->host_code, rt->arch, 0};
+  mw__image img = {0};
+  if (!rc) rc = mw__image_compile(&req, &img, rt->err, sizeof rt->err, NULL);
+  int stopped = 0;
+  if (!rc && rt->running) stopped = !(rc = stop_executor(rt, rt->relaunch_timeout));
+  if (!rc) rc = load_image(rt, &req, &img);
+  mw__image_free(&img);
+  free(dirs);
+  free(gen);
+  uint32_t old_kinds = rt->state.nkinds;
+  if (!rc) {
+    rt->state.nkinds = nkinds;
+    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds;
+  }
+  if (rc && stopped && !rt->faulted) {
+    char why[sizeof rt->err];
+    snprintf(why, sizeof why, "%s", rt->err);
+    /* the image that ran before carries on with the tasks in flight */
+    if (restart_executor(rt) == 0) snprintf(rt->err, sizeof rt->err, "%s", why);
+  }
+  return rc;
+}
+
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out) {
   MW_NOT_NULL(out, "mw_program_compile");
@@ -664,36 +720,8 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   p->index = rt->nprogs;
   progs[rt->nprogs] = p;
 
-  mw__parsed *list[MW_MAX_KINDS];
-  for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
-  char *gen = mw__generate(list, rt->nprogs + 1, &go);
-  mw__build_opts bo;
-  const char **dirs = NULL;
-  rc = gen ? build_options(progs, rt->nprogs + 1, gen, &bo, &dirs) : MW_ENOMEM;
-  if (!rc) {
-    mw__dump_source(gen, rt->ops->source_ext);
-    rc = rt->ops->build(rt->be, gen, &bo);
-  }
-  free(dirs);
-  free(gen);
-  /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
-  int was_running = rt->running;
-  if (!rc && rt->running) rc = stop_executor(rt, rt->relaunch_timeout);
-  uint32_t old_kinds = rt->state.nkinds;
-  if (!rc) {
-    rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
-    rc = start_executor(rt);
-    if (rc) {
-      rt->state.nkinds = old_kinds;
-      char why[sizeof rt->err];
-      snprintf(why, sizeof why, "%s", rt->err);
-      /* the image that ran before carries on with the tasks in flight */
-      if (was_running && !rt->faulted && restart_executor(rt) == 0)
-        snprintf(rt->err, sizeof rt->err, "%s", why);
-    }
-  }
-  if (rc) goto fail_reported;
+  if ((rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
+    goto fail_reported;
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
   *out = p;
@@ -1725,25 +1753,20 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   char *gen = mw__generate(list, 1, &go);
   mw_program *progs[1] = {&prog};
   mw__build_opts bo;
-  const char **dirs = NULL, **opts = NULL;
-  int nopts = 0;
+  const char **dirs = NULL;
   rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
-  if (!rc) rc = mw__cuda_options(&bo, 0, &opts, &nopts, err, sizeof err);
-  int is_cubin = 0;
+  mw__image_req req = {gen, &bo, 0, sm, 1};
+  mw__image img = {0};
   char *log = NULL;
-  if (!rc)
-    rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, nopts, out_cubin, out_size, &is_cubin, &log);
-  free(opts);
+  err[0] = 0;
+  if (!rc) rc = mw__image_compile(&req, &img, err, sizeof err, &log);
   free(dirs);
   free(gen);
   mw__parsed_free(p);
   mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
-  char *user = rc && log ? mw__user_log(log, "moonwarp.cu") : NULL;
-  if (user) {
-    free(log);
-    log = user;
-  }
-  if (rc) mw__set_error_str(log ? log : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
+  *out_cubin = img.data;
+  *out_size = img.size;
+  if (rc) mw__set_error_str(log ? log : err[0] ? err : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
   if (out_log) *out_log = log;
   else free(log);
   return rc;
