@@ -517,7 +517,7 @@ end)
 describe("the compile cache on cuda #gpu", function()
   local ok, reason = support.cuda_available()
   if not ok then
-    pending("cuda #gpu: skipped, no GPU: " .. reason)
+    pending("skipped, no GPU: " .. reason)
     return
   end
   it("removes a cached cubin that the driver refuses and compiles it again", function()
