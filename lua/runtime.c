@@ -387,7 +387,7 @@ static void set_u64(lua_State *L, const char *key, uint64_t v) {
 }
 
 /* rt:stats(): the fields of mw_stats, and `tasks`: per task name {spawned, completed, failed,
- * cancelled}. A name defined by two programs is keyed "name#kind" the second time. */
+ * cancelled}, keyed by mw_runtime_kind_name ("name#kind" for a name defined twice). */
 static int l_stats(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   mw_stats s;
@@ -424,22 +424,17 @@ static int l_stats(lua_State *L) {
     int n = mw_program_task_count(r->progs[i]);
     for (j = 0; j < n; j++) {
       mw_task_info info;
+      const char *key;
       uint64_t row[4] = {0, 0, 0, 0};
       if (mw_program_task(r->progs[i], j, &info) < 0) continue;
       if (mw_runtime_kind_stats(r->rt, info.kind, row) < 0) continue;
+      if (mw_runtime_kind_name(r->rt, info.kind, &key) < 0) continue;
       lua_createtable(L, 0, 4);
       set_u64(L, "spawned", row[0]);
       set_u64(L, "completed", row[1]);
       set_u64(L, "failed", row[2]);
       set_u64(L, "cancelled", row[3]);
-      lua_getfield(L, -2, info.name);
-      if (lua_isnil(L, -1))
-        lua_pushstring(L, info.name);
-      else
-        lua_pushfstring(L, "%s#%d", info.name, (int)info.kind);
-      lua_replace(L, -2);
-      lua_insert(L, -2);
-      lua_settable(L, -3);
+      lua_setfield(L, -2, key);
     }
   }
   lua_setfield(L, -2, "tasks");

@@ -153,6 +153,7 @@ struct mw_runtime {
   mw_program **progs;
   int nprogs;
   uint32_t nkinds;
+  char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;
   struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
   int built, running, faulted;

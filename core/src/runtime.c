@@ -567,6 +567,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   mw__trace_free(rt, rc != MW_ETIMEDOUT);
   for (int i = 0; i < rt->nprogs; ++i) program_free(rt->progs[i]);
   free(rt->progs);
+  for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(rt->kind_names[k]);
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt->be);
   release_device(rt);
@@ -675,6 +676,20 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   return rc;
 }
 
+/* The names of p's kinds (mw_runtime_kind_name): a name that a kind loaded before has already
+ * is told apart by its kind. A name that finds no memory stays NULL (plain name then). */
+static void name_kinds(mw_runtime *rt, const mw_program *p) {
+  for (int i = 0; i < p->parsed.ntasks; ++i) {
+    const mw__task *t = &p->parsed.tasks[i];
+    int dup = 0;
+    for (uint32_t k = 0; k < t->kind && !dup; ++k)
+      dup = rt->kind_names[k] && !strcmp(rt->kind_names[k], t->name);
+    char buf[160];
+    snprintf(buf, sizeof buf, dup ? "%s#%u" : "%s", t->name, t->kind);
+    rt->kind_names[t->kind] = mw__strdup(buf);
+  }
+}
+
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out) {
   MW_NOT_NULL(out, "mw_program_compile");
@@ -722,6 +737,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
 
   if ((rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
     goto fail_reported;
+  name_kinds(rt, p);
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
   *out = p;
@@ -1675,6 +1691,16 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
     out->queued_global = st.gq_tail > st.gq_head ? st.gq_tail - st.gq_head : 0;
   }
   return rc;
+}
+
+MW_API int mw_runtime_kind_name(const mw_runtime *rt, uint32_t kind, const char **out) {
+  MW_NOT_NULL(out, "mw_runtime_kind_name");
+  *out = NULL;
+  MW_NOT_NULL(rt, "mw_runtime_kind_name");
+  if (kind >= rt->nkinds) return MW_ENOTASK;
+  *out = rt->kind_names[kind];
+  if (!*out) return MW_ENOMEM;
+  return 0;
 }
 
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]) {
