@@ -1,6 +1,6 @@
 /* backend_cuda.c - the cuda backend in the process that holds the context: one context per
  * runtime, executor modules loaded from cubins (image.c), the persistent kernel on a non-blocking
- * stream, buffers through the stream-ordered allocator. device_proc.c runs it in a device process. */
+ * stream, buffers from cuMemAlloc. device_proc.c runs it in a device process. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
