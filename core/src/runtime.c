@@ -321,6 +321,27 @@ static void free_state(mw_runtime *rt) {
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+/* The options of d that do not depend on the backend: 0, or MW_EINVAL saying which is out of
+ * its limits. */
+static int check_desc(const mw_runtime_desc *d) {
+  if (d->capacity > MAX_CAPACITY || d->host_futures > MAX_CAPACITY) {
+    mw__set_error("option '%s' must be at most %u, got %u",
+                  d->capacity > MAX_CAPACITY ? "capacity" : "host_futures", MAX_CAPACITY,
+                  d->capacity > MAX_CAPACITY ? d->capacity : d->host_futures);
+    return MW_EINVAL;
+  }
+  if (!(d->relaunch_timeout >= 0 && d->relaunch_timeout <= 1e9)) {
+    mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
+    return MW_EINVAL;
+  }
+  if (d->frame_bytes && (d->frame_bytes < 128 || d->frame_bytes > 65536 || d->frame_bytes % 16)) {
+    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u",
+                  d->frame_bytes);
+    return MW_EINVAL;
+  }
+  return 0;
+}
+
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   MW_NOT_NULL(out, "mw_runtime_create");
   mw_runtime_desc d = {0};
@@ -332,25 +353,13 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     mw__set_error_str(why);
     return MW_EINVAL;
   }
-  if (d.capacity > MAX_CAPACITY || d.host_futures > MAX_CAPACITY) {
-    mw__set_error("option '%s' must be at most %u, got %u",
-                  d.capacity > MAX_CAPACITY ? "capacity" : "host_futures", MAX_CAPACITY,
-                  d.capacity > MAX_CAPACITY ? d.capacity : d.host_futures);
-    return MW_EINVAL;
-  }
-  if (!(d.relaunch_timeout >= 0 && d.relaunch_timeout <= 1e9)) {
-    mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
-    return MW_EINVAL;
-  }
-  if (d.frame_bytes && (d.frame_bytes < 128 || d.frame_bytes > 65536 || d.frame_bytes % 16)) {
-    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u", d.frame_bytes);
-    return MW_EINVAL;
-  }
+  int rc = check_desc(&d);
+  if (rc) return rc;
   mw_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops->claim_device ? claim_device(rt, d.device) : 0;
+  rc = ops->claim_device ? claim_device(rt, d.device) : 0;
   if (rc) {
     free(rt);
     return rc;
