@@ -156,7 +156,7 @@ struct mw_runtime {
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;
   struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
-  int built, running, faulted;
+  int running, faulted;
   int abandoned; /* closed while a task still ran: device memory is left to it */
   double t_start;
   double last_check; /* when check_alive last asked the backend */
