@@ -26,6 +26,7 @@
 #include <lua.h>
 
 #include "moonwarp.h"
+#include "util.h" /* the core's helpers (mw__now), built into this module with the core */
 
 #define MWL_RUNTIME_MT "moonwarp.runtime"
 #define MWL_PROGRAM_MT "moonwarp.program"
@@ -90,7 +91,9 @@ int mwl_fail(lua_State *L, int err, const char *msg); /* pushes nil, msg, code; 
  * alone without methods), and __metatable = name, so scripts can neither see nor change it. */
 void mwl_class(lua_State *L, const char *mt, const char *name, const luaL_Reg *meta,
                const luaL_Reg *methods, lua_CFunction index);
-double mwl_now(void);                /* monotonic seconds */
+/* The userdata at idx when its metatable is mt's (luaL_testudata, which Lua 5.1 lacks), else
+ * NULL; never raises. */
+void *mwl_test_udata(lua_State *L, int idx, const char *mt);
 int mwl_generate(lua_State *L);      /* mw.generate, compiler.c */
 int mwl_compile_cubin(lua_State *L); /* mw.compile_cubin, compiler.c */
 /* compiler.c: the compile options of the table at idx (defines, include_dirs, debug) into d;

@@ -34,13 +34,7 @@ static int find_etype(const char *name) {
 }
 
 mwl_buffer *mwl_test_buffer(lua_State *L, int idx) {
-  void *p = lua_touserdata(L, idx);
-  int same;
-  if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
-  luaL_getmetatable(L, MWL_BUFFER_MT);
-  same = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
-  return same ? (mwl_buffer *)p : NULL;
+  return (mwl_buffer *)mwl_test_udata(L, idx, MWL_BUFFER_MT);
 }
 
 int mwl_buffer_belongs(mwl_buffer *b, mwl_runtime *r) {

@@ -39,13 +39,7 @@ mwl_future *mwl_future_new(lua_State *L, int anchor_idx, mwl_runtime *r, const c
 }
 
 mwl_future *mwl_test_future(lua_State *L, int idx) {
-  void *p = lua_touserdata(L, idx);
-  int same;
-  if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
-  luaL_getmetatable(L, MWL_FUTURE_MT);
-  same = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
-  return same ? (mwl_future *)p : NULL;
+  return (mwl_future *)mwl_test_udata(L, idx, MWL_FUTURE_MT);
 }
 
 /* An open future: its runtime open and the host's hold not given up. */
@@ -253,7 +247,7 @@ static double take_timeout(lua_State *L, const char *fname) {
  * (the futures stay usable). */
 int mwl_future_join(lua_State *L) {
   double timeout = take_timeout(L, "join");
-  double deadline = timeout < 0 ? 0 : mwl_now() + timeout;
+  double deadline = timeout < 0 ? 0 : mw__now() + timeout;
   int n = lua_gettop(L), i, err = 0, err_i = 0, stop = 0;
   for (i = 1; i <= n; i++) mwl_check_future(L, i);
   mwl_wait_enter(); /* nothing raises until its leave */
@@ -266,7 +260,7 @@ int mwl_future_join(lua_State *L) {
     if (timeout < 0) {
       rc = mw_future_await(fu->r->rt, fu->f, -1, &res);
     } else {
-      double left = deadline - mwl_now();
+      double left = deadline - mw__now();
       rc = mw_future_await(fu->r->rt, fu->f, left > 0 ? left : 0, &res);
     }
     if (rc == MW_EINTR || rc == MW_ETIMEDOUT) {
@@ -298,7 +292,7 @@ int mwl_future_join(lua_State *L) {
  * between rounds (interrupt.c, mwl_nap). Returns 0 with *which set, or an MW_E* (the failing
  * future in *which). Runs inside a wait's scope: raises nothing. */
 static int any_across(lua_State *L, int n, double timeout, int *which) {
-  double start = mwl_now();
+  double start = mw__now();
   for (;;) {
     double now;
     int i;
@@ -310,7 +304,7 @@ static int any_across(lua_State *L, int n, double timeout, int *which) {
       return rc;
     }
     if (*mwl_interrupt_flag()) return MW_EINTR;
-    now = mwl_now();
+    now = mw__now();
     if (timeout >= 0 && now - start >= timeout) return MW_ETIMEDOUT;
     mwl_nap(now - start, timeout >= 0 ? timeout - (now - start) : -1);
   }

@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "binding.h"
 
@@ -22,6 +21,16 @@ void mwl_class(lua_State *L, const char *mt, const char *name, const luaL_Reg *m
   lua_pushstring(L, name);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
+}
+
+void *mwl_test_udata(lua_State *L, int idx, const char *mt) {
+  void *p = lua_touserdata(L, idx);
+  int same;
+  if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
+  luaL_getmetatable(L, mt);
+  same = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return same ? p : NULL;
 }
 
 /* Pushes the luv-style failure triple: nil, message, code ("ENODEV"). */
@@ -61,19 +70,8 @@ const char *mwl_typename(lua_State *L, int idx) {
                                     MWL_FUTURE_MT};
   size_t i;
   if (lua_type(L, idx) == LUA_TNONE) return "no value";
-  if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
-    for (i = 0; i < sizeof mts / sizeof mts[0]; i++) {
-      int same;
-      luaL_getmetatable(L, mts[i]);
-      same = lua_rawequal(L, -1, -2);
-      lua_pop(L, 1);
-      if (same) {
-        lua_pop(L, 1);
-        return mts[i];
-      }
-    }
-    lua_pop(L, 1);
-  }
+  for (i = 0; i < sizeof mts / sizeof mts[0]; i++)
+    if (mwl_test_udata(L, idx, mts[i])) return mts[i];
   return luaL_typename(L, idx);
 }
 
@@ -138,16 +136,9 @@ void mwl_push_int64(lua_State *L, uint64_t bits, int is_signed) {
   lua_pushnumber(L, is_signed ? (lua_Number)sv : (lua_Number)bits);
 }
 
-/* Monotonic seconds. */
-double mwl_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* mw.now(): monotonic seconds, for timing scripts and benchmarks. */
 static int l_now(lua_State *L) {
-  lua_pushnumber(L, (lua_Number)mwl_now());
+  lua_pushnumber(L, (lua_Number)mw__now());
   return 1;
 }
 

@@ -210,21 +210,21 @@ static int l_close(lua_State *L) {
 #define MWL_GC_DEADLINE_S 10.0
 static void gc_close(mwl_runtime *r) {
   mw_stats st;
-  double start = mwl_now(), end = start + MWL_GC_GRACE_S;
+  double start = mw__now(), end = start + MWL_GC_GRACE_S;
   if (r == NULL || r->rt == NULL) return;
   for (;;) {
     memset(&st, 0, sizeof st);
     mw_runtime_poll(r->rt);
     if (mw_runtime_faulted(r->rt) || mw_runtime_stats(r->rt, &st) != 0 || st.in_flight == 0)
       break;
-    if (mwl_now() >= end) {
+    if (mw__now() >= end) {
       fprintf(stderr,
               "moonwarp: closing a %s runtime that nothing refers to, with %llu task(s) still in "
               "flight: waiting up to %g s for them (rt:close{deadline = s} closes it sooner)\n",
               r->backend, (unsigned long long)st.in_flight, MWL_GC_DEADLINE_S);
       break;
     }
-    mwl_nap(mwl_now() - start, -1);
+    mwl_nap(mw__now() - start, -1);
   }
   runtime_close(r, MWL_GC_DEADLINE_S);
 }
@@ -263,25 +263,14 @@ static int locate_in_caller(lua_State *L, const char *src, size_t len, char *fil
   lua_Debug ar;
   if (len < 8 || !lua_getstack(L, 1, &ar) || !lua_getinfo(L, "S", &ar) || ar.source[0] != '@')
     return 0;
-  FILE *f = fopen(ar.source + 1, "rb");
-  if (f == NULL) return 0;
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  size_t k;
-  do {
-    char *p = luaL_prepbuffer(&b);
-    k = fread(p, 1, LUAL_BUFFERSIZE, f);
-    luaL_addsize(&b, k);
-  } while (k == LUAL_BUFFERSIZE);
-  fclose(f);
-  luaL_pushresult(&b);
+  char *text;
   size_t flen;
-  const char *text = lua_tolstring(L, -1, &flen);
+  if (mw__read_file(ar.source + 1, &text, &flen)) return 0;
   const char *at = NULL;
   for (const char *p = text; p + len <= text + flen; ++p)
     if (*p == *src && memcmp(p, src, len) == 0) {
       if (at) { /* twice: ambiguous */
-        lua_pop(L, 1);
+        free(text);
         return 0;
       }
       at = p;
@@ -292,7 +281,7 @@ static int locate_in_caller(lua_State *L, const char *src, size_t len, char *fil
     for (const char *p = text; p < at; ++p) line += *p == '\n';
     snprintf(file, n, "%s", ar.source + 1);
   }
-  lua_pop(L, 1);
+  free(text);
   return line;
 }
 
@@ -337,15 +326,15 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
   if (name == NULL && (desc.first_line = locate_in_caller(L, src, len, here, sizeof here)) > 0)
     desc.filename = here;
   const char *what = desc.filename ? desc.filename : "a program";
-  double t0 = mwl_now();
+  double t0 = mw__now();
   if (verbose) {
     fprintf(stderr, "moonwarp: compiling %s on %s...\n", what, mw_runtime_backend(r->rt));
     fflush(stderr);
   }
   rc = mw_program_compile(r->rt, src, &desc, &p);
   if (verbose) {
-    if (rc < 0) fprintf(stderr, "moonwarp: %s: %s after %.2f s\n", what, mw_err_name(rc), mwl_now() - t0);
-    else fprintf(stderr, "moonwarp: %s ready in %.2f s\n", what, mwl_now() - t0);
+    if (rc < 0) fprintf(stderr, "moonwarp: %s: %s after %.2f s\n", what, mw_err_name(rc), mw__now() - t0);
+    else fprintf(stderr, "moonwarp: %s ready in %.2f s\n", what, mw__now() - t0);
     fflush(stderr);
   }
   if (rc < 0 && optidx) mwl_option_error(L, optidx, rc, mw_runtime_last_error(r->rt));
@@ -380,28 +369,14 @@ static int l_compile_file(lua_State *L) {
   if (optidx && lua_type(L, 3) != LUA_TTABLE) /* before the file is read */
     return luaL_argerror(L, 3, lua_pushfstring(L, "options must be a table, got %s",
                                                mwl_typename(L, 3)));
-  luaL_Buffer b;
-  size_t n;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return mwl_fail(L, MW_EIO, lua_pushfstring(L, "%s: %s", path, strerror(errno)));
-  luaL_buffinit(L, &b);
-  do {
-    char *p = luaL_prepbuffer(&b);
-    n = fread(p, 1, LUAL_BUFFERSIZE, f);
-    luaL_addsize(&b, n);
-  } while (n == LUAL_BUFFERSIZE);
-  if (ferror(f)) {
-    int e = errno;
-    fclose(f);
-    return mwl_fail(L, MW_EIO, lua_pushfstring(L, "%s: %s", path, strerror(e)));
-  }
-  fclose(f);
-  luaL_pushresult(&b);
-  {
-    size_t len;
-    const char *src = lua_tolstring(L, -1, &len);
-    return compile(L, r, src, len, path, optidx);
-  }
+  char *text;
+  size_t len;
+  if (mw__read_file(path, &text, &len))
+    return mwl_fail(L, MW_EIO, lua_pushfstring(L, "%s: %s", path, strerror(errno)));
+  lua_pushlstring(L, text, len); /* held by the stack: a compile that raises leaks nothing */
+  free(text);
+  const char *src = lua_tostring(L, -1);
+  return compile(L, r, src, len, path, optidx);
 }
 
 /* ---- stats ---- */
@@ -412,7 +387,7 @@ static void set_u64(lua_State *L, const char *key, uint64_t v) {
 }
 
 /* rt:stats(): the fields of mw_stats, and `tasks`: per task name {spawned, completed, failed,
- * cancelled}. A name defined by two programs is keyed "name#kind" the second time. */
+ * cancelled}, keyed by mw_runtime_kind_name ("name#kind" for a name defined twice). */
 static int l_stats(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   mw_stats s;
@@ -449,22 +424,17 @@ static int l_stats(lua_State *L) {
     int n = mw_program_task_count(r->progs[i]);
     for (j = 0; j < n; j++) {
       mw_task_info info;
+      const char *key;
       uint64_t row[4] = {0, 0, 0, 0};
       if (mw_program_task(r->progs[i], j, &info) < 0) continue;
       if (mw_runtime_kind_stats(r->rt, info.kind, row) < 0) continue;
+      if (mw_runtime_kind_name(r->rt, info.kind, &key) < 0) continue;
       lua_createtable(L, 0, 4);
       set_u64(L, "spawned", row[0]);
       set_u64(L, "completed", row[1]);
       set_u64(L, "failed", row[2]);
       set_u64(L, "cancelled", row[3]);
-      lua_getfield(L, -2, info.name);
-      if (lua_isnil(L, -1))
-        lua_pushstring(L, info.name);
-      else
-        lua_pushfstring(L, "%s#%d", info.name, (int)info.kind);
-      lua_replace(L, -2);
-      lua_insert(L, -2);
-      lua_settable(L, -3);
+      lua_setfield(L, -2, key);
     }
   }
   lua_setfield(L, -2, "tasks");

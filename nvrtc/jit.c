@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "moonwarp.h"
+#include "util.h"
 
 /* The NVRTC C API, declared here so the build needs no toolkit headers (nvrtc.h, CUDA 11.2+). */
 typedef int nvrtc_result;
@@ -42,10 +43,7 @@ struct nvrtc_api {
 
 static struct nvrtc_api nv;
 
-static const struct {
-  const char *symbol;
-  size_t offset;
-} symbols[] = {
+static const mw__dl_sym symbols[] = {
 #define SYM(member) {"nvrtc" #member, offsetof(struct nvrtc_api, member)}
     SYM(GetErrorString), SYM(Version),           SYM(GetNumSupportedArchs),
     SYM(GetSupportedArchs), SYM(CreateProgram),  SYM(DestroyProgram),
@@ -73,39 +71,31 @@ static void set_msg(const char *fmt, ...) {
 
 static void *open_library(void) {
   static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  enum { NNAMES = sizeof names / sizeof names[0] };
   const char *roots[3];
-  char path[1024], first_err[400] = "", dirs[400] = "";
+  char paths[NNAMES][1024], first_err[400], why[400], dirs[400] = "";
+  const char *under[NNAMES];
   size_t i, j, nroots = 0;
   void *lib;
-  const char *env = getenv("MOONWARP_NVRTC"), *why;
+  const char *env = getenv("MOONWARP_NVRTC");
 
   if (env && *env) {
-    lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      why = dlerror();
-      set_msg("%s (from MOONWARP_NVRTC) could not be opened (dlopen: %s)", env,
-              why ? why : "unknown error");
-    }
+    lib = mw__dl_open_first(&env, 1, NULL, why, sizeof why);
+    if (!lib) set_msg("%s (from MOONWARP_NVRTC) could not be opened (dlopen: %s)", env, why);
     return lib;
   }
 
-  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib) return lib;
-    why = dlerror();
-    if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", why ? why : "unknown error");
-  }
+  if ((lib = mw__dl_open_first(names, NNAMES, NULL, first_err, sizeof first_err))) return lib;
 
   if ((env = getenv("CUDA_HOME")) && *env) roots[nroots++] = env;
   if ((env = getenv("CUDA_PATH")) && *env) roots[nroots++] = env;
   roots[nroots++] = "/usr/local/cuda";
   for (j = 0; j < nroots; j++) {
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-      snprintf(path, sizeof path, "%s/lib64/%s", roots[j], names[i]);
-      lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (lib) return lib;
-      dlerror();
+    for (i = 0; i < NNAMES; i++) {
+      snprintf(paths[i], sizeof paths[i], "%s/lib64/%s", roots[j], names[i]);
+      under[i] = paths[i];
     }
+    if ((lib = mw__dl_open_first(under, NNAMES, NULL, why, sizeof why))) return lib;
   }
 
   for (j = 0; j < nroots; j++)
@@ -119,8 +109,8 @@ static void *open_library(void) {
 }
 
 static void load(void) {
-  void *lib = open_library(), *p;
-  size_t i;
+  void *lib = open_library();
+  const char *missing;
   int n = 0;
   nvrtc_result r;
 
@@ -128,16 +118,9 @@ static void load(void) {
     load_rc = MW_ENODEV;
     return;
   }
-  for (i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-    dlerror();
-    p = dlsym(lib, symbols[i].symbol);
-    if (!p) {
-      set_msg("the NVRTC library found has no %s: NVRTC 11.2 or newer is needed",
-              symbols[i].symbol);
-      goto fail;
-    }
-    /* POSIX guarantees that a data pointer from dlsym converts to a function pointer. */
-    memcpy((char *)&nv + symbols[i].offset, &p, sizeof p);
+  if ((missing = mw__dl_resolve(lib, symbols, sizeof symbols / sizeof symbols[0], &nv))) {
+    set_msg("the NVRTC library found has no %s: NVRTC 11.2 or newer is needed", missing);
+    goto fail;
   }
   if ((r = nv.Version(&nv_major, &nv_minor)) != NVRTC_OK) {
     set_msg("nvrtcVersion failed: %s", nv.GetErrorString(r));

@@ -272,24 +272,22 @@ static void run_on_device(void) {
   mw_CUmodule mod;
   mw_CUfunction fn;
   mw_CUstream stream;
-  mw_CUdeviceptr d, d2;
-  int major, minor, sms, count, blocks, v = 40, out[32], i, is_cubin;
-  char name[128], *log = NULL;
+  mw_CUdeviceptr d;
+  int major, minor, sms, count, blocks, v = 40, out[32], zero[32] = {0}, i, is_cubin;
+  char *log = NULL;
   void *image, *params[2];
   size_t size;
 
   CHECK_INT(mw__cu.cuDeviceGetCount(&count), 0);
   CHECK(count > 0);
   CHECK_INT(mw__cu.cuDeviceGet(&dev, 0), 0);
-  CHECK_INT(mw__cu.cuDeviceGetName(name, sizeof name, dev), 0);
   CHECK_INT(mw__cu.cuDeviceGetAttribute(&major, MW_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                                         dev), 0);
   CHECK_INT(mw__cu.cuDeviceGetAttribute(&minor, MW_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                                         dev), 0);
   CHECK_INT(mw__cu.cuDeviceGetAttribute(&sms, MW_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
             0);
-  printf("    device 0: %s, sm_%d%d, %d SMs, driver %d\n", name, major, minor, sms,
-         mw__cu.driver_version);
+  printf("    device 0: sm_%d%d, %d SMs, driver %d\n", major, minor, sms, mw__cu.driver_version);
   CHECK_INT(mw__cu.cuCtxCreate(&ctx, MW_CU_CTX_SCHED_SPIN, dev), 0);
   CHECK_INT(mw__nvrtc_compile(kernel_src, "fill.cu", major * 10 + minor, NULL, 0, &image, &size,
                               &is_cubin, &log), 0);
@@ -301,20 +299,16 @@ static void run_on_device(void) {
   CHECK(blocks > 0);
   CHECK_INT(mw__cu.cuStreamCreate(&stream, MW_CU_STREAM_NON_BLOCKING), 0);
   CHECK_INT(mw__cu.cuMemAlloc(&d, sizeof out), 0);
-  CHECK_INT(mw__cu.cuMemsetD8(d, 0, sizeof out), 0);
+  CHECK_INT(mw__cu.cuMemcpyHtoDAsync(d, zero, sizeof zero, stream), 0);
   params[0] = &d;
   params[1] = &v;
   CHECK_INT(mw__cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL), 0);
   CHECK_INT(mw__cu.cuStreamSynchronize(stream), 0);
   CHECK_INT(mw__cu.cuStreamQuery(stream), 0);
-  CHECK_INT(mw__cu.cuMemcpyDtoH(out, d, sizeof out), 0);
-  for (i = 0; i < 32; i++) CHECK_INT(out[i], 40 + i);
-  CHECK_INT(mw__cu.cuMemAllocAsync(&d2, 4096, stream), 0);
-  CHECK_INT(mw__cu.cuMemcpyHtoDAsync(d2, out, sizeof out, stream), 0);
-  CHECK_INT(mw__cu.cuMemFreeAsync(d2, stream), 0);
+  CHECK_INT(mw__cu.cuMemcpyDtoHAsync(out, d, sizeof out, stream), 0);
   CHECK_INT(mw__cu.cuStreamSynchronize(stream), 0);
-  CHECK_INT(mw__cu.cuMemFree(d), 0);
-  CHECK_INT(mw__cu.cuStreamDestroy(stream), 0);
+  for (i = 0; i < 32; i++) CHECK_INT(out[i], 40 + i);
+  CHECK_INT(mw__cu.cuMemFree(d), 0); /* the stream goes with the context */
   CHECK_INT(mw__cu.cuModuleUnload(mod), 0);
   CHECK_INT(mw__cu.cuCtxDestroy(ctx), 0);
   {

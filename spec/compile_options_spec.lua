@@ -414,36 +414,79 @@ describe("the sim compile's flags #sim", function()
     end)
 end)
 
-describe("the compile cache with options #sim", function()
+-- compiles and runs value() on backend in a fresh process with the cache in `cache`; the
+-- options are Lua source
+local function run_once(backend, cache, options)
   local paths = "LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) .. " "
+  local script = [[
+    local mw = require "moonwarp"
+    local rt = assert(mw.runtime { backend = "]] .. backend .. [[", workers = 2 })
+    local p = assert(rt:compile('#include "opts_value.h"\ntask int value_of() { return V + H; }\n',
+      "cache_opts.lua", ]] .. options .. [[))
+    io.write(p.value_of():await(30))
+    rt:close()
+  ]]
+  return support.run(paths .. "MOONWARP_CACHE_DIR=" .. q(cache) .. " luajit -e " .. q(script))
+end
+
+-- the entries of the cache folder whose names end in .ext
+local function cache_entries(cache, ext)
+  local list = {}
+  local p = io.popen("ls " .. q(cache) .. " 2>/dev/null")
+  for line in p:lines() do
+    if line:sub(-#ext - 1) == "." .. ext then list[#list + 1] = cache .. "/" .. line end
+  end
+  p:close()
+  return list
+end
+
+-- Rewrites a cache entry whole and well-formed (size and checksum right) around a payload that
+-- is no image: what another version or a changed system could leave.
+local function rewrite_entry(path, payload)
+  local ffi = require "ffi"
+  pcall(ffi.cdef, [[int crypto_generichash(unsigned char *out, size_t outlen, const unsigned char *in,
+    unsigned long long inlen, const unsigned char *key, size_t keylen);]])
+  local sodium = ffi.load("sodium")
+  local digest = ffi.new("unsigned char[32]")
+  assert.equals(0, sodium.crypto_generichash(digest, 32, payload, #payload, nil, 0))
+  local size = ""
+  for i = 0, 7 do size = size .. string.char(i < 4 and bit.band(bit.rshift(#payload, 8 * i), 255) or 0) end
+  local f = assert(io.open(path, "wb"))
+  f:write("MWC1\0\0\0\0", size, ffi.string(digest, 32), payload)
+  f:close()
+end
+
+-- A cached image that the backend refuses is removed and compiled again (ext: the entries'
+-- suffix on that backend).
+local function check_refused_entry_rebuilt(backend, ext)
+  local dir = temp_dir()
+  local cache = dir .. "/cache"
+  write(dir .. "/opts_value.h", "#define H 100\n")
+  local options = ("{ include_dirs = { %q }, defines = { V = 5 } }"):format(dir)
+  local status, out = run_once(backend, cache, options)
+  assert.equals(0, status, out)
+  local list = cache_entries(cache, ext)
+  assert.equals(1, #list)
+  local payload = "not an executor image"
+  rewrite_entry(list[1], payload)
+  status, out = run_once(backend, cache, options)
+  assert.equals(0, status, out)
+  assert.equals("105", out)
+  local f = assert(io.open(list[1], "rb"))
+  local rebuilt = f:read("*a")
+  f:close()
+  rm_dir(dir)
+  assert.is_nil(rebuilt:find(payload, 1, true), "the entry was not built again")
+  assert.is_true(#rebuilt > 1000)
+end
+
+describe("the compile cache with options #sim", function()
   local dir, cache
   before_each(function()
     dir = temp_dir()
     cache = dir .. "/cache"
   end)
   after_each(function() rm_dir(dir) end)
-
-  -- compiles and runs value() in a fresh process with the cache in `cache`; the options are
-  -- Lua source
-  local function run_once(options)
-    local script = [[
-      local mw = require "moonwarp"
-      local rt = assert(mw.runtime { backend = "sim", workers = 2 })
-      local p = assert(rt:compile('#include "opts_value.h"\ntask int value_of() { return V + H; }\n',
-        "cache_opts.lua", ]] .. options .. [[))
-      io.write(p.value_of():await(30))
-      rt:close()
-    ]]
-    return support.run(paths .. "MOONWARP_CACHE_DIR=" .. q(cache) .. " luajit -e " .. q(script))
-  end
-
-  local function entries()
-    local n = 0
-    local p = io.popen("ls " .. q(cache) .. " 2>/dev/null")
-    for line in p:lines() do if line:match("%.so$") then n = n + 1 end end
-    p:close()
-    return n
-  end
 
   it("keeps a build per set of options and per header content, and reuses each", function()
     write(dir .. "/opts_value.h", "#define H 100\n")
@@ -452,10 +495,10 @@ describe("the compile cache with options #sim", function()
         debug and ", debug = true" or "")
     end
     local function expect(options, want, n)
-      local status, out = run_once(options)
+      local status, out = run_once("sim", cache, options)
       assert.equals(0, status, out)
       assert.equals(want, out)
-      assert.equals(n, entries())
+      assert.equals(n, #cache_entries(cache, "so"))
     end
     expect(opts(1), "101", 1)
     expect(opts(2), "102", 2)  -- another define: not the first build
@@ -467,36 +510,18 @@ describe("the compile cache with options #sim", function()
   end)
 
   it("removes a cached build that does not load and builds it again", function()
-    write(dir .. "/opts_value.h", "#define H 100\n")
-    local options = ("{ include_dirs = { %q }, defines = { V = 5 } }"):format(dir)
-    local status, out = run_once(options)
-    assert.equals(0, status, out)
-    assert.equals(1, entries())
-    -- the entry, rewritten whole and well-formed (size and checksum right) around a payload that
-    -- is not a shared object: what another version or a changed system could leave
-    local p = io.popen("ls " .. q(cache) .. "/*.so")
-    local path = p:read("*l")
-    p:close()
-    local ffi = require "ffi"
-    pcall(ffi.cdef, [[int crypto_generichash(unsigned char *out, size_t outlen, const unsigned char *in,
-      unsigned long long inlen, const unsigned char *key, size_t keylen);]])
-    local sodium = ffi.load("sodium")
-    local payload = "not a shared object"
-    local digest = ffi.new("unsigned char[32]")
-    assert.equals(0, sodium.crypto_generichash(digest, 32, payload, #payload, nil, 0))
-    local size = ""
-    for i = 0, 7 do size = size .. string.char(i < 4 and bit.band(bit.rshift(#payload, 8 * i), 255) or 0) end
-    local f = assert(io.open(path, "wb"))
-    f:write("MWC1\0\0\0\0", size, ffi.string(digest, 32), payload)
-    f:close()
-    status, out = run_once(options)
-    assert.equals(0, status, out)
-    assert.equals("105", out)
-    f = assert(io.open(path, "rb"))
-    local rebuilt = f:read("*a")
-    f:close()
-    assert.is_nil(rebuilt:find(payload, 1, true), "the entry was not built again")
-    assert.is_true(#rebuilt > 1000)
+    check_refused_entry_rebuilt("sim", "so")
+  end)
+end)
+
+describe("the compile cache on cuda #gpu", function()
+  local ok, reason = support.cuda_available()
+  if not ok then
+    pending("skipped, no GPU: " .. reason)
+    return
+  end
+  it("removes a cached cubin that the driver refuses and compiles it again", function()
+    check_refused_entry_rebuilt("cuda", "cubin")
   end)
 end)
 

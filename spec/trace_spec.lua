@@ -290,6 +290,24 @@ support.each_backend(function(backend)
       support.error_of(function() local r = rt:trace_stop() return r end))
   end)
 
+  it("names a task that a later program defines again by its kind, as rt:stats() keys it",
+    function()
+      local kind = rt:stats().kinds
+      local again = support.compile(rt, "task int fib(int n) { return -n; }", "fib_again")
+      local doc = traced(rt, nil, function()
+        assert.are.equal(-3, again.fib(3):await())
+        assert.are.equal(2, prog.fib(3):await())
+      end)
+      local key = "fib#" .. kind
+      local names = {}
+      for _, e in ipairs(slices(doc)) do names[e.name] = (names[e.name] or 0) + 1 end
+      assert.are.equal(1, names[key])
+      assert.is_true(names.fib >= 5) -- fib(3) is 5 tasks
+      local tasks = rt:stats().tasks
+      assert.is_true(tasks[key].completed >= 1)
+      assert.is_true(tasks.fib.completed >= 5)
+    end)
+
   it("frees a trace still on when the runtime closes; a closed runtime raises", function()
     rt:close() -- one executor per device: the shared runtime makes way (this test is the last)
     rt = nil

@@ -1,15 +1,13 @@
 /* backend_cuda.c - the cuda backend in the process that holds the context: one context per
- * runtime, NVRTC-built executor modules, the persistent kernel on a non-blocking stream, buffers
- * through the stream-ordered allocator. device_proc.c runs it in a device process. */
+ * runtime, executor modules loaded from cubins (image.c), the persistent kernel on a non-blocking
+ * stream, buffers from cuMemAlloc. device_proc.c runs it in a device process. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_cuda.h"
-#include "cache.h"
 #include "cuda_api.h"
 #include "internal.h"
-#include "jit.h"
 #include "util.h"
 
 #define BLOCK_THREADS (32 * MW_CTA_WARPS) /* a worker CTA: the executor names its warps by threadIdx */
@@ -32,7 +30,8 @@ typedef struct cuda_be {
   mw_CUstream aux;  /* allocations and copies, never queued behind the executor */
   mw_CUmodule mod;
   mw_CUfunction fn;
-  void *next_image; /* built, loaded at the next launch: loading a module waits for a running kernel */
+  int blocks;  /* of the loaded executor per SM, as its occupancy allows (at most MAX_BLOCKS_PER_SM) */
+  int fresh;   /* loaded since the last launch: the launch fits the workers to it */
   int sm, nsm;
   int faulted;
   int running; /* launched, and not yet seen to exit */
@@ -71,11 +70,6 @@ static int cuda_open(const mw__backend_args *a, mw__backend **out, mw__backend_i
   int rc = mw__cuda_probe(why, sizeof why);
   if (rc) {
     mw__put_error(a->err, a->errlen, "the cuda backend is not available: %s", why);
-    return rc;
-  }
-  char nv[1024];
-  if (!a->prebuilt && (rc = mw__nvrtc_load(nv, sizeof nv))) {
-    mw__put_error(a->err, a->errlen, "the cuda backend needs NVRTC: %s", nv);
     return rc;
   }
   cuda_be *be = calloc(1, sizeof *be);
@@ -117,7 +111,6 @@ static int cuda_open(const mw__backend_args *a, mw__backend **out, mw__backend_i
 static void cuda_close(mw__backend *b) {
   cuda_be *be = (cuda_be *)b;
   if (!be) return;
-  free(be->next_image);
   free(be->retired); /* their memory goes with the context */
   if (be->ctx) {
     mw__cu.cuCtxSetCurrent(be->ctx);
@@ -227,112 +220,6 @@ static int cuda_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
   return 0;
 }
 
-int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
-                     size_t errlen) {
-  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
-   * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
-   * the default in one run (bench/NOTES.md). */
-  const char *probes = env ? getenv("MOONWARP_PROBES") : NULL;
-  const char *define = env ? getenv("MOONWARP_DEVICE_DEFINE") : NULL;
-  char extra[96] = "";
-  *opts = NULL;
-  *nopts = 0;
-  if (define && *define) {
-    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
-      snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
-                            "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
-      return MW_EINVAL;
-    }
-    snprintf(extra, sizeof extra, "-D%s", define);
-  }
-  int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
-  size_t bytes = 4 * sizeof(char *) + sizeof extra;
-  for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
-  const char **v = malloc(bytes);
-  if (!v) return MW_ENOMEM;
-  char *text = (char *)(v + 4 + ndirs);
-  v[n++] = "-DMW_CUDA=1";
-  if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
-  if (*extra) {
-    v[n++] = strcpy(text, extra);
-    text += strlen(extra) + 1;
-  }
-  if (bo && bo->debug) v[n++] = "-G"; /* in place of -lineinfo (jit.h) */
-  for (int i = 0; i < ndirs; ++i) {
-    v[n++] = text;
-    text += sprintf(text, "-I%s", bo->include_dirs[i]) + 1;
-  }
-  *opts = v;
-  *nopts = n;
-  return 0;
-}
-
-int mw__cuda_build_image(int sm, const char *source, const mw__build_opts *bo, void **out,
-                         size_t *out_size, char *err, size_t errlen) {
-  int rc;
-  int nmaj = 0, nmin = 0;
-  mw__nvrtc_version(&nmaj, &nmin);
-  char arch[32], ver[32];
-  snprintf(arch, sizeof arch, "sm_%d", sm);
-  snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
-  const char **opts = NULL;
-  int nopts = 0;
-  if ((rc = mw__cuda_options(bo, 1, &opts, &nopts, err, errlen))) return rc;
-  /* the key: the source, the target, the compiler, the headers reached and every option */
-  const void **parts = malloc(sizeof *parts * (size_t)(5 + nopts));
-  if (!parts) {
-    free(opts);
-    return MW_ENOMEM;
-  }
-  parts[0] = "cuda-2";
-  parts[1] = source;
-  parts[2] = arch;
-  parts[3] = ver;
-  parts[4] = bo ? bo->deps : "";
-  for (int i = 0; i < nopts; ++i) parts[5 + i] = opts[i];
-  char key[65];
-  mw__cache_key(parts, NULL, 5 + nopts, key);
-  free(parts);
-  void *image = NULL;
-  size_t size = 0;
-  if (mw__cache_get(key, "cubin", &image, &size) != 0) {
-    int is_cubin = 0;
-    char *log = NULL;
-    rc = mw__nvrtc_compile(source, "moonwarp.cu", sm, opts, nopts, &image, &size, &is_cubin, &log);
-    if (rc) {
-      char *user = log ? mw__user_log(log, "moonwarp.cu") : NULL;
-      if (user) {
-        free(log);
-        log = user;
-      }
-      mw__put_error(err, errlen, "%s", log ? log : "NVRTC failed");
-      free(log);
-      free(opts);
-      return rc;
-    }
-    free(log);
-    mw__cache_put(key, "cubin", image, size);
-  }
-  free(opts);
-  *out = image;
-  if (out_size) *out_size = size;
-  return 0;
-}
-
-void mw__cuda_set_next_image(mw__backend *b, void *image) {
-  cuda_be *be = (cuda_be *)b;
-  free(be->next_image);
-  be->next_image = image;
-}
-
-static int cuda_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
-  cuda_be *be = (cuda_be *)b;
-  void *image = NULL;
-  int rc = mw__cuda_build_image(be->sm, source, bo, &image, NULL, be->err, be->errlen);
-  if (!rc) mw__cuda_set_next_image(b, image);
-  return rc;
-}
-
 int mw__cuda_register_host(mw__backend *b, void *host, size_t n, uint64_t *dev) {
   cuda_be *be = (cuda_be *)b;
   if (cur(be)) return MW_ECUDA;
@@ -351,18 +238,15 @@ void mw__cuda_unregister_host(mw__backend *b, void *host) {
   mw__cu.cuMemHostUnregister(host);
 }
 
-/* Loads the image of the last build (the executor has stopped): on failure the running module
- * stays and the image is dropped. Sets how many workers fit in *nworkers and in the mw_state
- * at state_dev. */
-static int load_next(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
-  void *image = be->next_image;
-  be->next_image = NULL;
+/* Loads the executor module (nothing runs now): on failure the module loaded before stays. */
+static int cuda_load(mw__backend *b, const void *image, size_t size) {
+  cuda_be *be = (cuda_be *)b;
+  (void)size; /* a cubin says its own size; PTX ends with its NUL */
+  if (cur(be)) return MW_ECUDA;
   mw_CUmodule mod = NULL;
-  mw_CUresult r = mw__cu.cuModuleLoadData(&mod, image);
-  free(image);
-  if (r != MW_CUDA_SUCCESS) return mw__cuda_error(r, "cuModuleLoadData", be->err, be->errlen);
+  CU(mw__cu.cuModuleLoadData(&mod, image), "cuModuleLoadData");
   mw_CUfunction fn = NULL;
-  r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
+  mw_CUresult r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
   int blocks = 0;
   if (r == MW_CUDA_SUCCESS)
     r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, 0);
@@ -375,12 +259,18 @@ static int load_next(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
     fail(be, "the executor cannot be resident on this device (too many registers?)");
     return MW_ECUDA;
   }
-  if (blocks > MAX_BLOCKS_PER_SM) blocks = MAX_BLOCKS_PER_SM;
   if (be->mod) mw__cu.cuModuleUnload(be->mod);
   be->mod = mod;
   be->fn = fn;
-  /* every worker must be resident at once: never more than the occupancy allows */
-  uint32_t fit = (uint32_t)(blocks * be->nsm * WARPS_PER_BLOCK);
+  be->blocks = blocks > MAX_BLOCKS_PER_SM ? MAX_BLOCKS_PER_SM : blocks;
+  be->fresh = 1;
+  return 0;
+}
+
+/* Sets how many workers of a freshly loaded executor fit in *nworkers and in the mw_state at
+ * state_dev: every worker must be resident at once, so never more than the occupancy allows. */
+static int fit_workers(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
+  uint32_t fit = (uint32_t)(be->blocks * be->nsm * WARPS_PER_BLOCK);
   uint32_t want = be->workers ? be->workers
                               : (uint32_t)be->nsm * DEFAULT_BLOCKS_PER_SM * WARPS_PER_BLOCK;
   if (want > fit) want = fit;
@@ -390,6 +280,7 @@ static int load_next(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
     int rc = cuda_h2d((mw__backend *)be, state_dev + offsetof(mw_state, nworkers), &want, 4);
     if (rc) return rc;
   }
+  be->fresh = 0;
   return 0;
 }
 
@@ -397,8 +288,8 @@ static int cuda_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
   cuda_be *be = (cuda_be *)b;
   int rc = cur(be);
   if (rc) return rc;
-  if (be->next_image && (rc = load_next(be, state_dev, nworkers))) return rc;
   if (!be->fn) return MW_EINVAL;
+  if (be->fresh && (rc = fit_workers(be, state_dev, nworkers))) return rc;
   release_retired(be); /* nothing runs now */
   unsigned grid = (*nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
   uint64_t st = state_dev;
@@ -450,7 +341,7 @@ const mw__backend_ops mw__backend_cuda_local = {
     .free = cuda_free,
     .h2d = cuda_h2d,
     .d2h = cuda_d2h,
-    .build = cuda_build,
+    .load = cuda_load,
     .launch = cuda_launch,
     .query = cuda_query,
     .quiesce = cuda_quiesce,

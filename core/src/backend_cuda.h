@@ -1,6 +1,5 @@
 /* backend_cuda.h - the parts of the cuda backend (backend_cuda.c) that its device process and
- * proxy (device_proc.c) share beyond the ops table, and the NVRTC options the runtime's
- * offline compile (mw_compile_cubin) uses too. */
+ * proxy (device_proc.c) share beyond the ops table. */
 #ifndef MW_BACKEND_CUDA_H
 #define MW_BACKEND_CUDA_H
 
@@ -12,29 +11,15 @@
 #define MW__CUDA_DEFAULT_CAPACITY (1u << 20) /* task frames of a cuda runtime by default */
 /* What the two cuda ops tables (the device process's proxy and the backend in this process)
  * say alike of the backend: their first fields. */
-#define MW__CUDA_TRAITS                                                                          \
-  .name = "cuda", .host_code = 0, .source_ext = "cu", .cta_in_memory = 0, .shares_cpus = 0,      \
+#define MW__CUDA_TRAITS                                                                   \
+  .name = "cuda", .host_code = 0, .cta_in_memory = 0, .shares_cpus = 0,                   \
   .default_capacity = MW__CUDA_DEFAULT_CAPACITY, .claim_device = 1, .clock = "%globaltimer"
 
 /* Whether a cuda device answers: 0, else MW_E* with why in err. Initialises the driver in this
  * process (the probe of mw__backend_cuda_local, and of the device process's `probe`). */
 int mw__cuda_probe(char *err, size_t n);
 
-/* NVRTC (or the cache) to a cubin for sm (*image malloc'd, *size bytes when size is not NULL);
- * on MW_ECOMPILE the log is in err. */
-int mw__cuda_build_image(int sm, const char *source, const mw__build_opts *bo, void **image,
-                         size_t *size, char *err, size_t errlen);
-
-/* The NVRTC options of a compile with bo (and the environment's MOONWARP_PROBES and
- * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
- * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
- * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
-int mw__cuda_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts, char *err,
-                     size_t errlen);
-
 /* The device process's requests beyond the ops, on a backend of mw__backend_cuda_local: */
-/* the image a build elsewhere made (malloc'd; taken), loaded by the next launch */
-void mw__cuda_set_next_image(mw__backend *be, void *image);
 /* pins host memory the library shares (a memfd mapping) for the device: its address in *dev */
 int mw__cuda_register_host(mw__backend *be, void *host, size_t n, uint64_t *dev);
 void mw__cuda_unregister_host(mw__backend *be, void *host);

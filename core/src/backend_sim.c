@@ -1,41 +1,19 @@
-/* backend_sim.c - the sim backend: the generated program built by the host C++ compiler into a
- * shared object, its executor run by host threads (one per warp; 32 fibers each, see sim_shim.h). */
+/* backend_sim.c - the sim backend: the generated program, a shared object of the host C++
+ * compiler (image.c), loaded with dlopen and its executor run by host threads (one per warp; 32
+ * fibers each, see sim_shim.h). */
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "internal.h"
 #include "util.h"
 
-#ifndef MW_SIM_CXX
-#define MW_SIM_CXX "c++"
-#endif
-#define SIM_FLAGS "-std=c++17 -fPIC -shared -pthread -w -fno-strict-aliasing"
-/* optimised, or for a debugger (mw_compile_desc.debug); both with debug information */
-#define SIM_OPT_FLAGS "-O2 -g"
-#define SIM_DEBUG_FLAGS "-O0 -g"
-/* Boost.Context as the build found it (CMake): its library, and -I its headers when they are
- * not in a system folder */
-#ifndef MW_SIM_LIB
-#define MW_SIM_LIB "-lboost_context"
-#endif
-#ifndef MW_SIM_INCLUDE
-#define MW_SIM_INCLUDE ""
-#endif
-/* A compile that takes longer than this is stopped (a hung compiler must not hang the runtime). */
-#define SIM_COMPILE_TIMEOUT_S 600.0
 #define SIM_DEFAULT_WORKERS 4u
 #define SIM_MAX_WORKERS 64u
 #define SIM_DEFAULT_CAPACITY (1u << 16) /* task frames by default */
@@ -72,11 +50,6 @@ typedef struct sim_be {
   pthread_mutex_t lock;
   char fault_msg[512];
 } sim_be;
-
-static const char *sim_cxx(void) {
-  const char *c = getenv("MOONWARP_CXX");
-  return c && *c ? c : MW_SIM_CXX;
-}
 
 #define fail(be, ...) mw__put_error((be)->err, (be)->errlen, __VA_ARGS__)
 
@@ -169,78 +142,6 @@ static int sim_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
   return 0;
 }
 
-/* Splits s at blanks into argv (at most max - 1 words, NULL-terminated) in buf. Returns the count. */
-static int split_words(const char *s, char *buf, size_t cap, char **argv, int max) {
-  int n = 0;
-  snprintf(buf, cap, "%s", s);
-  for (char *save = NULL, *w = strtok_r(buf, " \t", &save); w && n < max - 1; w = strtok_r(NULL, " \t", &save))
-    argv[n++] = w;
-  argv[n] = NULL;
-  return n;
-}
-
-/* Runs the compiler (posix_spawn: safe while the executor's threads run; no shell), its output
- * to log_path, for at most SIM_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
- * start, -2 if it ran out of time (it is killed). */
-static int run_compiler(const char *cpp, const char *so, const char *log_path,
-                        const mw__build_opts *bo) {
-  char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
-  int ndirs = bo ? bo->ninclude_dirs : 0;
-  char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
-  if (!argv) return -1;
-  int n = split_words(sim_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
-  if (n == 0) {
-    free(argv);
-    return -1;
-  }
-  n += split_words(SIM_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
-  n += split_words(bo && bo->debug ? SIM_DEBUG_FLAGS : SIM_OPT_FLAGS, optbuf, sizeof optbuf,
-                   argv + n, 8);
-  for (int i = 0; i < ndirs; ++i) { /* the user's folders, before Boost's */
-    argv[n++] = (char *)"-I";
-    argv[n++] = (char *)bo->include_dirs[i];
-  }
-  n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
-  argv[n++] = (char *)"-o";
-  argv[n++] = (char *)so;
-  argv[n++] = (char *)cpp;
-  argv[n++] = (char *)MW_SIM_LIB;
-  argv[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  if (posix_spawn_file_actions_init(&fa)) return -1;
-  posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 2, 1);
-  pid_t pid;
-  extern char **environ;
-  int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (err) {
-    FILE *f = fopen(log_path, "w");
-    if (f) {
-      fprintf(f, "cannot start the C++ compiler %s: %s\n", argv[0], strerror(err));
-      fclose(f);
-    }
-    free(argv);
-    return -1;
-  }
-  free(argv);
-  double end = mw__now() + SIM_COMPILE_TIMEOUT_S;
-  int st = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) return -1;
-    if (mw__now() > end) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-      }
-      return -2;
-    }
-    mw__sleep_ns(2000000);
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int load_image(sim_be *be, const char *so_path, sim_image *img) {
   void *so = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
   if (!so) {
@@ -262,78 +163,25 @@ static int load_image(sim_be *be, const char *so_path, sim_image *img) {
   return 0;
 }
 
-static int sim_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
+/* Writes the image to a temporary file and opens it: the next launch's executor. */
+static int sim_load(mw__backend *b, const void *image, size_t size) {
   sim_be *be = (sim_be *)b;
-  const char *cxx = sim_cxx();
-  /* the key: the source, the compiler, its flags, the include folders and the headers reached */
-  char dirs[65] = "";
-  if (bo && bo->ninclude_dirs)
-    mw__cache_key((const void *const *)bo->include_dirs, NULL, bo->ninclude_dirs, dirs);
-  const void *parts[] = {"sim-2", source, cxx, SIM_FLAGS,
-                         bo && bo->debug ? SIM_DEBUG_FLAGS : SIM_OPT_FLAGS, dirs,
-                         bo ? bo->deps : ""};
-  char key[65];
-  mw__cache_key(parts, NULL, 7, key);
   char dir[] = "/tmp/moonwarp-sim-XXXXXX";
   if (!mkdtemp(dir)) {
     fail(be, "cannot create a temporary directory for the sim build");
     return MW_EIO;
   }
-  char cpp[256], so[256], logp[256];
-  snprintf(cpp, sizeof cpp, "%s/program.cpp", dir);
+  char so[256];
   snprintf(so, sizeof so, "%s/program.so", dir);
-  snprintf(logp, sizeof logp, "%s/log.txt", dir);
-  int rc = 0;
-  void *data = NULL;
-  size_t size = 0;
   sim_image img = {0};
-  int loaded = 0;
-  if (mw__cache_get(key, "so", &data, &size) == 0) {
-    /* a cached program that does not load (made by another version, a changed system) is
-     * removed and made afresh */
-    loaded = mw__write_file_atomic(so, data, size) == 0 && load_image(be, so, &img) == 0;
-    free(data);
-    data = NULL;
-    if (!loaded) {
-      mw__cache_remove(key, "so");
-      be->err[0] = 0;
-    }
-  }
-  if (!loaded) {
-    if (mw__write_file_atomic(cpp, source, strlen(source))) {
-      rc = MW_EIO;
-      fail(be, "cannot write %s", cpp);
-    } else {
-      int st = run_compiler(cpp, so, logp, bo);
-      if (st == -2) {
-        fail(be, "the C++ compiler (%s) took longer than %.0f s and was stopped", cxx,
-             SIM_COMPILE_TIMEOUT_S);
-        rc = MW_ETIMEDOUT;
-      } else if (st != 0) {
-        char *log = NULL;
-        mw__read_file(logp, &log, NULL);
-        char *user = log && *log ? mw__user_log(log, cpp) : NULL;
-        if (user) {
-          free(log);
-          log = user;
-        }
-        fail(be, "%s%s", log && *log ? log : "the C++ compiler failed: ", log && *log ? "" : cxx);
-        free(log);
-        rc = st == -1 ? MW_ENODEV : MW_ECOMPILE;
-      } else if (mw__read_file(so, (char **)&data, &size) == 0) {
-        mw__cache_put(key, "so", data, size);
-        free(data);
-      }
-    }
-  }
-  if (!rc && !loaded) rc = load_image(be, so, &img);
+  int rc = mw__write_file_atomic(so, image, size);
+  if (rc) fail(be, "cannot write %s", so);
+  else rc = load_image(be, so, &img);
   if (!rc) {
     if (be->next.so) dlclose(be->next.so);
     be->next = img;
   }
-  unlink(cpp);
   unlink(so);
-  unlink(logp);
   rmdir(dir);
   return rc;
 }
@@ -464,7 +312,6 @@ static void sim_abandon(mw__backend *b) {
 const mw__backend_ops mw__backend_sim = {
     .name = "sim",
     .host_code = 1,
-    .source_ext = "cpp",
     .cta_in_memory = 1,
     .shares_cpus = 1,
     .default_capacity = SIM_DEFAULT_CAPACITY,
@@ -479,20 +326,9 @@ const mw__backend_ops mw__backend_sim = {
     .free = sim_free,
     .h2d = sim_h2d,
     .d2h = sim_d2h,
-    .build = sim_build,
+    .load = sim_load,
     .launch = sim_launch,
     .query = sim_query,
     .quiesce = sim_quiesce,
     .abandon = sim_abandon,
 };
-
-/* ---- shared by the backends: dumping the generated source for users to read -------------- */
-void mw__dump_source(const char *source, const char *ext) {
-  const char *dir = mw__cache_dump_dir();
-  if (!dir) return;
-  const void *parts[] = {source};
-  char key[65], path[4096];
-  mw__cache_key(parts, NULL, 1, key);
-  snprintf(path, sizeof path, "%s/moonwarp-%.16s.%s", dir, key, ext);
-  mw__write_file_atomic(path, source, strlen(source));
-}

@@ -9,22 +9,19 @@
 #include <string.h>
 
 #include "moonwarp.h"
+#include "util.h"
 
 mw__cuda_api mw__cu;
 
 /* The symbol each member resolves to: the versioned name cuda.h (CUDA 12 and 13) maps the
  * plain API name to, so the signature matches the one declared in cuda_api.h. */
-static const struct {
-  const char *symbol;
-  size_t offset;
-} symbols[] = {
+static const mw__dl_sym symbols[] = {
 #define SYM(member, symbol) {symbol, offsetof(mw__cuda_api, member)}
     SYM(cuInit, "cuInit"),
     SYM(cuDriverGetVersion, "cuDriverGetVersion"),
     SYM(cuDeviceGetCount, "cuDeviceGetCount"),
     SYM(cuDeviceGet, "cuDeviceGet"),
     SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
-    SYM(cuDeviceGetName, "cuDeviceGetName"),
     SYM(cuCtxDestroy, "cuCtxDestroy_v2"),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent"),
     SYM(cuModuleLoadData, "cuModuleLoadData"),
@@ -32,23 +29,18 @@ static const struct {
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),
     SYM(cuLaunchKernel, "cuLaunchKernel"),
     SYM(cuStreamCreate, "cuStreamCreate"),
-    SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
     SYM(cuStreamQuery, "cuStreamQuery"),
     SYM(cuStreamSynchronize, "cuStreamSynchronize"),
     SYM(cuMemAlloc, "cuMemAlloc_v2"),
     SYM(cuMemFree, "cuMemFree_v2"),
-    SYM(cuMemAllocAsync, "cuMemAllocAsync"),
-    SYM(cuMemFreeAsync, "cuMemFreeAsync"),
     SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2"),
     SYM(cuMemHostAlloc, "cuMemHostAlloc"),
     SYM(cuMemFreeHost, "cuMemFreeHost"),
     SYM(cuMemHostRegister, "cuMemHostRegister_v2"),
     SYM(cuMemHostUnregister, "cuMemHostUnregister"),
     SYM(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
-    SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
     SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
-    SYM(cuMemsetD8, "cuMemsetD8_v2"),
     SYM(cuOccupancyMaxActiveBlocksPerMultiprocessor,
         "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     SYM(cuGetErrorName, "cuGetErrorName"),
@@ -77,71 +69,45 @@ static void set_msg(const char *fmt, ...) {
   va_end(ap);
 }
 
-static void *resolve(void *lib, const char *symbol) {
-  dlerror();
-  return dlsym(lib, symbol);
-}
-
 static int open_library(void **out) {
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
   const char *env = getenv("MOONWARP_LIBCUDA");
+  char why[300];
+  size_t which = 0;
   void *lib;
 
   if (env && *env) {
-    lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char *why = dlerror();
-      set_msg("%s (from MOONWARP_LIBCUDA) could not be opened (dlopen: %s)", env,
-              why ? why : "unknown error");
+    if (!(lib = mw__dl_open_first(&env, 1, NULL, why, sizeof why))) {
+      set_msg("%s (from MOONWARP_LIBCUDA) could not be opened (dlopen: %s)", env, why);
       return MW_ENODEV;
     }
     snprintf(mw__cu.path, sizeof mw__cu.path, "%s", env);
   } else {
-    char first[300];
-    const char *why;
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      snprintf(mw__cu.path, sizeof mw__cu.path, "libcuda.so.1");
-    } else {
-      why = dlerror();
-      snprintf(first, sizeof first, "%s", why ? why : "unknown error");
-      lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
-      if (!lib) {
-        set_msg("libcuda.so.1 not found: no NVIDIA driver on this machine (dlopen: %s)", first);
-        return MW_ENODEV;
-      }
-      snprintf(mw__cu.path, sizeof mw__cu.path, "libcuda.so");
+    if (!(lib = mw__dl_open_first(names, 2, &which, why, sizeof why))) {
+      set_msg("libcuda.so.1 not found: no NVIDIA driver on this machine (dlopen: %s)", why);
+      return MW_ENODEV;
     }
+    snprintf(mw__cu.path, sizeof mw__cu.path, "%s", names[which]);
   }
   *out = lib;
   return 0;
 }
 
 static int resolve_all(void *lib) {
-  size_t i;
-  void *p;
-
-  for (i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-    p = resolve(lib, symbols[i].symbol);
-    if (!p) {
-      set_msg("%s has no %s: the NVIDIA driver is too old for moonwarp (a CUDA 12 or newer "
-              "driver is needed)",
-              mw__cu.path, symbols[i].symbol);
-      return MW_ENODEV;
-    }
-    /* POSIX guarantees that a data pointer from dlsym converts to a function pointer. */
-    memcpy((char *)&mw__cu + symbols[i].offset, &p, sizeof p);
+  const char *missing = mw__dl_resolve(lib, symbols, sizeof symbols / sizeof symbols[0], &mw__cu);
+  if (missing) {
+    set_msg("%s has no %s: the NVIDIA driver is too old for moonwarp (a CUDA 12 or newer "
+            "driver is needed)",
+            mw__cu.path, missing);
+    return MW_ENODEV;
   }
-
-  p = resolve(lib, "cuCtxCreate_v2");
-  if (p) {
-    memcpy(&mw__cu.cuCtxCreate, &p, sizeof p);
-  } else {
-    p = resolve(lib, "cuCtxCreate_v4");
-    if (!p) {
+  static const mw__dl_sym v2[] = {{"cuCtxCreate_v2", offsetof(mw__cuda_api, cuCtxCreate)}};
+  static const mw__dl_sym v4[] = {{"cuCtxCreate_v4", 0}};
+  if (mw__dl_resolve(lib, v2, 1, &mw__cu)) {
+    if (mw__dl_resolve(lib, v4, 1, &ctx_create_v4)) {
       set_msg("%s has neither cuCtxCreate_v2 nor cuCtxCreate_v4", mw__cu.path);
       return MW_ENODEV;
     }
-    memcpy(&ctx_create_v4, &p, sizeof p);
     mw__cu.cuCtxCreate = ctx_create_via_v4;
   }
   return 0;

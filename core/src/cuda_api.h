@@ -118,7 +118,6 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuDeviceGetCount)(int *count);
   mw_CUresult (*cuDeviceGet)(mw_CUdevice *dev, int ordinal);
   mw_CUresult (*cuDeviceGetAttribute)(int *value, int attrib, mw_CUdevice dev);
-  mw_CUresult (*cuDeviceGetName)(char *name, int len, mw_CUdevice dev);
   mw_CUresult (*cuCtxCreate)(mw_CUcontext *ctx, unsigned int flags, mw_CUdevice dev);
   mw_CUresult (*cuCtxDestroy)(mw_CUcontext ctx);
   mw_CUresult (*cuCtxSetCurrent)(mw_CUcontext ctx);
@@ -130,25 +129,20 @@ typedef struct mw__cuda_api {
                                 unsigned int bz, unsigned int shared_bytes, mw_CUstream stream,
                                 void **params, void **extra);
   mw_CUresult (*cuStreamCreate)(mw_CUstream *stream, unsigned int flags);
-  mw_CUresult (*cuStreamDestroy)(mw_CUstream stream);
   mw_CUresult (*cuStreamQuery)(mw_CUstream stream);
   mw_CUresult (*cuStreamSynchronize)(mw_CUstream stream);
   mw_CUresult (*cuMemAlloc)(mw_CUdeviceptr *dptr, size_t bytes);
   mw_CUresult (*cuMemFree)(mw_CUdeviceptr dptr);
-  mw_CUresult (*cuMemAllocAsync)(mw_CUdeviceptr *dptr, size_t bytes, mw_CUstream stream);
-  mw_CUresult (*cuMemFreeAsync)(mw_CUdeviceptr dptr, mw_CUstream stream);
   mw_CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
   mw_CUresult (*cuMemGetAddressRange)(mw_CUdeviceptr *base, size_t *size, mw_CUdeviceptr p);
   mw_CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned int flags);
   mw_CUresult (*cuMemHostUnregister)(void *p);
   mw_CUresult (*cuMemFreeHost)(void *p);
   mw_CUresult (*cuMemHostGetDevicePointer)(mw_CUdeviceptr *dptr, void *p, unsigned int flags);
-  mw_CUresult (*cuMemcpyDtoH)(void *dst, mw_CUdeviceptr src, size_t bytes);
   mw_CUresult (*cuMemcpyHtoDAsync)(mw_CUdeviceptr dst, const void *src, size_t bytes,
                                    mw_CUstream stream);
   mw_CUresult (*cuMemcpyDtoHAsync)(void *dst, mw_CUdeviceptr src, size_t bytes,
                                    mw_CUstream stream);
-  mw_CUresult (*cuMemsetD8)(mw_CUdeviceptr dst, unsigned char value, size_t n);
   mw_CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *blocks, mw_CUfunction fn,
                                                              int block_size,
                                                              size_t dynamic_shared_bytes);

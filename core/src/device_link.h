@@ -32,7 +32,7 @@ enum mw__link_op {
   MW_OP_FREE,     /* a: device address */
   MW_OP_H2D,      /* a: device address, payload: the bytes */
   MW_OP_D2H,      /* a: device address, b: bytes -> payload: the bytes */
-  MW_OP_IMAGE,    /* payload: a cubin, loaded by the next launch */
+  MW_OP_LOAD,     /* payload: an executor image (ops.load) */
   MW_OP_LAUNCH,   /* a: state address, b: workers -> a: workers launched */
   MW_OP_CLOSE,    /* the child frees everything, answers, exits */
   MW_OP_H2D_STAGED, /* a: device address, b: source in the child's mapping of a pinned region, c: bytes */

@@ -21,7 +21,6 @@
 #include "backend_cuda.h"
 #include "device_link.h"
 #include "internal.h"
-#include "jit.h"
 #include "util.h"
 
 /* How long the library waits for any one answer before it gives up on the device process. */
@@ -131,18 +130,17 @@ static int serve_pin(server *sv, const mw__req *q, int passed, uint64_t *a, uint
   return rc;
 }
 
-/* Carries out one request (device_link.h) with its payload (data, which it may keep: it sets
- * *data to NULL then); the reply's fields in *a, *b, its payload in *out. */
-static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint64_t *a, uint64_t *b,
-                     void **out, size_t *outlen) {
+/* Carries out one request (device_link.h) with its payload (data): the reply's fields in *a,
+ * *b, its payload in *out. */
+static int serve_one(server *sv, const mw__req *q, const void *data, int passed, uint64_t *a,
+                     uint64_t *b, void **out, size_t *outlen) {
   const mw__backend_ops *o = sv->o;
   mw__backend *be = sv->be;
   int rc = 0;
   switch (q->op) {
     case MW_OP_OPEN: {
-      /* NVRTC stays with the library: the images come built (MW_OP_IMAGE) */
-      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b, .prebuilt = 1,
-                               .err = sv->err, .errlen = sizeof sv->err};
+      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b, .err = sv->err,
+                               .errlen = sizeof sv->err};
       mw__backend_info info = {0, 0, 0};
       rc = o->open(&args, &sv->be, &info);
       sv->opened = !rc;
@@ -157,7 +155,7 @@ static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint
       return 0;
     case MW_OP_ALLOC: return o->alloc(be, q->a, a);
     case MW_OP_FREE: o->free(be, q->a); return 0;
-    case MW_OP_H2D: return o->h2d(be, q->a, *data, q->len);
+    case MW_OP_H2D: return o->h2d(be, q->a, data, q->len);
     case MW_OP_D2H:
       *out = malloc(q->b ? q->b : 1);
       if (!*out) return MW_ENOMEM;
@@ -165,10 +163,7 @@ static int serve_one(server *sv, const mw__req *q, void **data, int passed, uint
       return rc;
     case MW_OP_H2D_STAGED: return o->h2d(be, q->a, (const void *)(uintptr_t)q->b, q->c);
     case MW_OP_D2H_STAGED: return o->d2h(be, (void *)(uintptr_t)q->b, q->a, q->c);
-    case MW_OP_IMAGE:
-      mw__cuda_set_next_image(be, *data);
-      *data = NULL;
-      return 0;
+    case MW_OP_LOAD: return o->load(be, data, q->len);
     case MW_OP_LAUNCH: {
       uint32_t nworkers = (uint32_t)q->b;
       rc = o->launch(be, q->a, &nworkers);
@@ -223,7 +218,7 @@ static int answer(server *sv, int fd, const mw__req *q, void *data, int passed) 
   uint64_t a = 0, b = 0;
   void *out = NULL;
   size_t outlen = 0;
-  int rc = serve_one(sv, q, &data, passed, &a, &b, &out, &outlen);
+  int rc = serve_one(sv, q, data, passed, &a, &b, &out, &outlen);
   if (passed >= 0) close(passed);
   free(data);
   int sent = reply(fd, rc, sv->err, a, b, out, outlen);
@@ -269,7 +264,6 @@ typedef struct proxy {
   size_t errlen;
   pid_t pid;
   int fd;
-  int sm;
   int dead;     /* the device process is gone or no longer trusted */
   int launched; /* an executor was launched since the last quiesce */
   mw__link_status *st;
@@ -522,12 +516,7 @@ static int start_child(proxy *px) {
 }
 
 static int proxy_open(const mw__backend_args *a, mw__backend **out, mw__backend_info *info) {
-  char nv[1024];
-  int rc = mw__nvrtc_load(nv, sizeof nv);
-  if (rc) {
-    mw__put_error(a->err, a->errlen, "the cuda backend needs NVRTC: %s", nv);
-    return rc;
-  }
+  int rc;
   proxy *px = calloc(1, sizeof *px);
   if (!px) return MW_ENOMEM;
   px->err = a->err;
@@ -540,8 +529,7 @@ static int proxy_open(const mw__backend_args *a, mw__backend **out, mw__backend_
   if ((rc = call(px, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
   info->max_workers = (uint32_t)r.a;
   info->workers = (uint32_t)r.b;
-  px->sm = (int)(r.b >> 32);
-  info->arch = px->sm;
+  info->arch = (int)(r.b >> 32);
   return 0;
 }
 
@@ -690,17 +678,11 @@ static int proxy_d2h(mw__backend *b, void *dst, uint64_t src, size_t n) {
   return call(px, "a copy from the device", q, NULL, -1, NULL, dst, n);
 }
 
-/* NVRTC runs here, in the library's process (it needs no driver); the child gets the cubin. */
-static int proxy_build(mw__backend *b, const char *source, const mw__build_opts *bo) {
-  proxy *px = (proxy *)b;
-  void *image = NULL;
-  size_t size = 0;
-  int rc = mw__cuda_build_image(px->sm, source, bo, &image, &size, px->err, px->errlen);
-  if (rc) return rc;
-  mw__req q = {MW_OP_IMAGE, 0, 0, 0, size, 0};
-  rc = call(px, "handing over the executor image", q, image, -1, NULL, NULL, 0);
-  free(image);
-  return rc;
+/* The image (compiled here, in the library's process: NVRTC needs no driver) goes to the
+ * device process as the request's payload. */
+static int proxy_load(mw__backend *b, const void *image, size_t size) {
+  mw__req q = {MW_OP_LOAD, 0, 0, 0, size, 0};
+  return call((proxy *)b, "handing over the executor image", q, image, -1, NULL, NULL, 0);
 }
 
 static int proxy_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
@@ -772,7 +754,7 @@ const mw__backend_ops mw__backend_cuda = {
     .free = proxy_free,
     .h2d = proxy_h2d,
     .d2h = proxy_d2h,
-    .build = proxy_build,
+    .load = proxy_load,
     .launch = proxy_launch,
     .query = proxy_query,
     .quiesce = proxy_quiesce,

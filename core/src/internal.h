@@ -18,7 +18,6 @@ typedef struct mw__backend mw__backend;
 typedef struct mw__backend_args {
   int device;       /* mw_runtime_desc.device */
   uint32_t workers; /* mw_runtime_desc.workers: 0 for the backend's default */
-  int prebuilt;     /* 1: build is never called, images come built (cuda: no NVRTC needed) */
   char *err;        /* where every op puts its error message (errlen bytes), until close */
   size_t errlen;
   /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
@@ -39,8 +38,9 @@ typedef struct mw__backend_info {
  * the err of mw__backend_args. */
 typedef struct mw__backend_ops {
   const char *name;
-  int host_code;          /* 1: the device code is C++ for the host compiler (mw__gen_opts.sim) */
-  const char *source_ext; /* the suffix of the generated source where it is dumped ("cu", "cpp") */
+  /* which compiler makes its images (image.h): 1 the host C++ compiler (a shared object; the
+   * generated code is C++ for the host, mw__gen_opts.sim), 0 NVRTC (a cubin for info.arch) */
+  int host_code;
   int cta_in_memory;      /* 1: the CTAs' shared state is device memory (mw_state.sim_cta) */
   int shares_cpus;        /* 1: the executor runs on this process's CPUs: waits yield, not spin */
   uint32_t default_capacity; /* task frames when mw_runtime_desc.capacity is 0 */
@@ -59,16 +59,14 @@ typedef struct mw__backend_ops {
   void (*free)(mw__backend *be, uint64_t dev);
   int (*h2d)(mw__backend *be, uint64_t dst, const void *src, size_t n);
   int (*d2h)(mw__backend *be, void *dst, uint64_t src, size_t n);
-  /* Compiles the generated source, with the include directories and debug setting of bo, into
-   * the next executor image. On MW_ECOMPILE the log is the error message. Does not disturb a
-   * running executor (on cuda even loading a module would wait for it, so the image is loaded
-   * by the next launch). */
-  int (*build)(mw__backend *be, const char *source, const mw__build_opts *bo);
-  /* Launches the executor of the last build on the mw_state at state_dev with *nworkers
+  /* Loads an image (size bytes, made by image.h with this table's host_code) as the executor
+   * of the next launch; the bytes stay the caller's. Called only while no executor runs (on
+   * cuda loading a module would wait for it). An image the backend refuses (sim: MW_ECOMPILE,
+   * "loading the sim program: ..."; cuda: the driver's error) leaves the one loaded before. */
+  int (*load)(mw__backend *be, const void *image, size_t size);
+  /* Launches the executor of the last load on the mw_state at state_dev with *nworkers
    * workers; *nworkers may come back changed (cuda: the workers asked at open, or the default,
-   * as far as the new image's occupancy allows; the mw_state's nworkers is written then). If
-   * the new image cannot be loaded it is dropped and the error returned: the next launch runs
-   * the image that ran before. */
+   * as far as the new image's occupancy allows; the mw_state's nworkers is written then). */
   int (*launch)(mw__backend *be, uint64_t state_dev, uint32_t *nworkers);
   /* 1 while the executor runs, 0 once it has exited, or a negative MW_E* after a fault (with
    * the message in err). Never blocks. */
@@ -126,6 +124,7 @@ struct mw_runtime {
   uint32_t nframes, nslots, host_slots, frame_bytes;
   double relaunch_timeout; /* seconds a program load waits for a stop (mw_runtime_desc) */
   uint32_t max_workers, nworkers;
+  int arch; /* what the images are compiled for (mw__backend_info.arch) */
   /* pinned */
   mw_control *ctl;
   uint64_t ctl_dev;
@@ -154,9 +153,10 @@ struct mw_runtime {
   mw_program **progs;
   int nprogs;
   uint32_t nkinds;
+  char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;
   struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
-  int built, running, faulted;
+  int running, faulted;
   int abandoned; /* closed while a task still ran: device memory is left to it */
   double t_start;
   double last_check; /* when check_alive last asked the backend */
@@ -181,8 +181,5 @@ void mw__put_error(char *err, size_t errlen, const char *fmt, ...)
 void mw__trace_free(mw_runtime *rt, int free_device);
 /* relaunches the executor after a device allocation where MOONWARP_RELAUNCH_AFTER_ALLOC=1 */
 void mw__relaunch_after_alloc(mw_runtime *rt);
-
-/* compile cache and dump helpers used by the backends */
-void mw__dump_source(const char *source, const char *ext);
 
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend_cuda.h"
+#include "image.h"
 #include "internal.h"
 #include "jit.h"
 #include "util.h"
@@ -321,6 +321,27 @@ static void free_state(mw_runtime *rt) {
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+/* The options of d that do not depend on the backend: 0, or MW_EINVAL saying which is out of
+ * its limits. */
+static int check_desc(const mw_runtime_desc *d) {
+  if (d->capacity > MAX_CAPACITY || d->host_futures > MAX_CAPACITY) {
+    mw__set_error("option '%s' must be at most %u, got %u",
+                  d->capacity > MAX_CAPACITY ? "capacity" : "host_futures", MAX_CAPACITY,
+                  d->capacity > MAX_CAPACITY ? d->capacity : d->host_futures);
+    return MW_EINVAL;
+  }
+  if (!(d->relaunch_timeout >= 0 && d->relaunch_timeout <= 1e9)) {
+    mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
+    return MW_EINVAL;
+  }
+  if (d->frame_bytes && (d->frame_bytes < 128 || d->frame_bytes > 65536 || d->frame_bytes % 16)) {
+    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u",
+                  d->frame_bytes);
+    return MW_EINVAL;
+  }
+  return 0;
+}
+
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   MW_NOT_NULL(out, "mw_runtime_create");
   mw_runtime_desc d = {0};
@@ -332,26 +353,21 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     mw__set_error_str(why);
     return MW_EINVAL;
   }
-  if (d.capacity > MAX_CAPACITY || d.host_futures > MAX_CAPACITY) {
-    mw__set_error("option '%s' must be at most %u, got %u",
-                  d.capacity > MAX_CAPACITY ? "capacity" : "host_futures", MAX_CAPACITY,
-                  d.capacity > MAX_CAPACITY ? d.capacity : d.host_futures);
-    return MW_EINVAL;
-  }
-  if (!(d.relaunch_timeout >= 0 && d.relaunch_timeout <= 1e9)) {
-    mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
-    return MW_EINVAL;
-  }
-  if (d.frame_bytes && (d.frame_bytes < 128 || d.frame_bytes > 65536 || d.frame_bytes % 16)) {
-    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u", d.frame_bytes);
-    return MW_EINVAL;
-  }
+  int rc = check_desc(&d);
+  if (rc) return rc;
   mw_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
   rt->desc = d;
-  int rc = ops->claim_device ? claim_device(rt, d.device) : 0;
+  rc = ops->claim_device ? claim_device(rt, d.device) : 0;
   if (rc) {
+    free(rt);
+    return rc;
+  }
+  char why_not[1024];
+  if ((rc = mw__image_compiler_ready(ops->host_code, why_not, sizeof why_not))) {
+    mw__set_error("the %s backend needs %s", ops->name, why_not);
+    release_device(rt);
     free(rt);
     return rc;
   }
@@ -368,6 +384,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   }
   rt->max_workers = info.max_workers;
   rt->nworkers = info.workers;
+  rt->arch = info.arch;
   rt->nframes = d.capacity ? d.capacity : ops->default_capacity;
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
@@ -559,6 +576,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   mw__trace_free(rt, rc != MW_ETIMEDOUT);
   for (int i = 0; i < rt->nprogs; ++i) program_free(rt->progs[i]);
   free(rt->progs);
+  for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(rt->kind_names[k]);
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt->be);
   release_device(rt);
@@ -619,6 +637,68 @@ static int build_options(mw_program *const *progs, int n, const char *gen, mw__b
   return mw__include_digest(gen, v, k, bo->deps);
 }
 
+/* Loads the image into the backend; a cached image the backend refuses (left by another version
+ * or a changed system) is removed from the cache and compiled afresh, once. */
+static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) {
+  int rc = rt->ops->load(rt->be, img->data, img->size);
+  if (!rc || !img->cached) return rc;
+  mw__image_evict(img);
+  mw__image_free(img);
+  rt->err[0] = 0;
+  rc = mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+  return rc ? rc : rt->ops->load(rt->be, img->data, img->size);
+}
+
+/* Compiles progs[0..nprogs) into one image and makes it the executor, with nkinds task kinds:
+ * the compile runs beside the running executor; then the executor stops, the image is loaded
+ * and launched, and queued and suspended tasks carry on. When the new one cannot start, the one
+ * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
+static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
+  mw__parsed *list[MW_MAX_KINDS];
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
+  char *gen = mw__generate(list, nprogs, &go);
+  mw__build_opts bo;
+  const char **dirs = NULL;
+  int rc = gen ? build_options(rt->progs, nprogs, gen, &bo, &dirs) : MW_ENOMEM;
+  if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+  mw__image_req req = {gen, &bo, rt->ops->host_code, rt->arch, 0};
+  mw__image img = {0};
+  if (!rc) rc = mw__image_compile(&req, &img, rt->err, sizeof rt->err, NULL);
+  int stopped = 0;
+  if (!rc && rt->running) stopped = !(rc = stop_executor(rt, rt->relaunch_timeout));
+  if (!rc) rc = load_image(rt, &req, &img);
+  mw__image_free(&img);
+  free(dirs);
+  free(gen);
+  uint32_t old_kinds = rt->state.nkinds;
+  if (!rc) {
+    rt->state.nkinds = nkinds;
+    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds;
+  }
+  if (rc && stopped && !rt->faulted) {
+    char why[sizeof rt->err];
+    snprintf(why, sizeof why, "%s", rt->err);
+    /* the image that ran before carries on with the tasks in flight */
+    if (restart_executor(rt) == 0) snprintf(rt->err, sizeof rt->err, "%s", why);
+  }
+  return rc;
+}
+
+/* The names of p's kinds (mw_runtime_kind_name): a name that a kind loaded before has already
+ * is told apart by its kind. A name that finds no memory stays NULL (plain name then). */
+static void name_kinds(mw_runtime *rt, const mw_program *p) {
+  for (int i = 0; i < p->parsed.ntasks; ++i) {
+    const mw__task *t = &p->parsed.tasks[i];
+    int dup = 0;
+    for (uint32_t k = 0; k < t->kind && !dup; ++k)
+      dup = rt->kind_names[k] && !strcmp(rt->kind_names[k], t->name);
+    char buf[160];
+    snprintf(buf, sizeof buf, dup ? "%s#%u" : "%s", t->name, t->kind);
+    rt->kind_names[t->kind] = mw__strdup(buf);
+  }
+}
+
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out) {
   MW_NOT_NULL(out, "mw_program_compile");
@@ -664,36 +744,9 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   p->index = rt->nprogs;
   progs[rt->nprogs] = p;
 
-  mw__parsed *list[MW_MAX_KINDS];
-  for (int i = 0; i <= rt->nprogs; ++i) list[i] = &progs[i]->parsed;
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
-  char *gen = mw__generate(list, rt->nprogs + 1, &go);
-  mw__build_opts bo;
-  const char **dirs = NULL;
-  rc = gen ? build_options(progs, rt->nprogs + 1, gen, &bo, &dirs) : MW_ENOMEM;
-  if (!rc) {
-    mw__dump_source(gen, rt->ops->source_ext);
-    rc = rt->ops->build(rt->be, gen, &bo);
-  }
-  free(dirs);
-  free(gen);
-  /* the new image replaces the running one: stop, relaunch; queued and suspended tasks stay */
-  int was_running = rt->running;
-  if (!rc && rt->running) rc = stop_executor(rt, rt->relaunch_timeout);
-  uint32_t old_kinds = rt->state.nkinds;
-  if (!rc) {
-    rt->state.nkinds = rt->nkinds + (uint32_t)p->parsed.ntasks;
-    rc = start_executor(rt);
-    if (rc) {
-      rt->state.nkinds = old_kinds;
-      char why[sizeof rt->err];
-      snprintf(why, sizeof why, "%s", rt->err);
-      /* the image that ran before carries on with the tasks in flight */
-      if (was_running && !rt->faulted && restart_executor(rt) == 0)
-        snprintf(rt->err, sizeof rt->err, "%s", why);
-    }
-  }
-  if (rc) goto fail_reported;
+  if ((rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
+    goto fail_reported;
+  name_kinds(rt, p);
   rt->nprogs++;
   rt->nkinds += (uint32_t)p->parsed.ntasks;
   *out = p;
@@ -1649,6 +1702,16 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   return rc;
 }
 
+MW_API int mw_runtime_kind_name(const mw_runtime *rt, uint32_t kind, const char **out) {
+  MW_NOT_NULL(out, "mw_runtime_kind_name");
+  *out = NULL;
+  MW_NOT_NULL(rt, "mw_runtime_kind_name");
+  if (kind >= rt->nkinds) return MW_ENOTASK;
+  *out = rt->kind_names[kind];
+  if (!*out) return MW_ENOMEM;
+  return 0;
+}
+
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]) {
   MW_NOT_NULL(out, "mw_runtime_kind_stats");
   memset(out, 0, 4 * sizeof *out);
@@ -1725,25 +1788,20 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   char *gen = mw__generate(list, 1, &go);
   mw_program *progs[1] = {&prog};
   mw__build_opts bo;
-  const char **dirs = NULL, **opts = NULL;
-  int nopts = 0;
+  const char **dirs = NULL;
   rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
-  if (!rc) rc = mw__cuda_options(&bo, 0, &opts, &nopts, err, sizeof err);
-  int is_cubin = 0;
+  mw__image_req req = {gen, &bo, 0, sm, 1};
+  mw__image img = {0};
   char *log = NULL;
-  if (!rc)
-    rc = mw__nvrtc_compile(gen, "moonwarp.cu", sm, opts, nopts, out_cubin, out_size, &is_cubin, &log);
-  free(opts);
+  err[0] = 0;
+  if (!rc) rc = mw__image_compile(&req, &img, err, sizeof err, &log);
   free(dirs);
   free(gen);
   mw__parsed_free(p);
   mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
-  char *user = rc && log ? mw__user_log(log, "moonwarp.cu") : NULL;
-  if (user) {
-    free(log);
-    log = user;
-  }
-  if (rc) mw__set_error_str(log ? log : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
+  *out_cubin = img.data;
+  *out_size = img.size;
+  if (rc) mw__set_error_str(log ? log : err[0] ? err : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
   if (out_log) *out_log = log;
   else free(log);
   return rc;

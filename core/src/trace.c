@@ -206,23 +206,6 @@ static int read_worker(mw_runtime *rt, uint32_t w, worker_events *we) {
 
 /* ---- the JSON file ------------------------------------------------------------------------- */
 
-/* kind -> task name; a name defined twice is "name#kind" after the first (as in rt:stats()) */
-static char **kind_names(mw_runtime *rt) {
-  char **names = calloc(MW_MAX_KINDS, sizeof *names);
-  if (!names) return NULL;
-  for (int i = 0; i < rt->nprogs; ++i)
-    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k) {
-      const mw__task *t = &rt->progs[i]->parsed.tasks[k];
-      if (t->kind >= MW_MAX_KINDS) continue;
-      int dup = 0;
-      for (uint32_t j = 0; j < MW_MAX_KINDS && !dup; ++j) dup = names[j] && !strcmp(names[j], t->name);
-      char buf[160];
-      snprintf(buf, sizeof buf, dup ? "%s#%u" : "%s", t->name, t->kind);
-      names[t->kind] = mw__strdup(buf);
-    }
-  return names;
-}
-
 static void put_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; ++s) {
@@ -254,8 +237,7 @@ static const char *const end_names[] = {"done", "await", "failed", "cancelled"};
 
 static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t workers,
                       const mw_trace_stats *st) {
-  char **names = kind_names(rt);
-  if (!names) return MW_ENOMEM;
+  char *const *names = rt->kind_names; /* the names rt:stats() gives too */
   uint64_t origin = UINT64_MAX, total = 0;
   for (uint32_t w = 0; w < workers; ++w)
     for (uint32_t i = 0; i < we[w].n; ++i) {
@@ -337,8 +319,6 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
           (unsigned long long)st->dropped, st->busy,
           rt->ops->clock,
           (unsigned long long)origin);
-  for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(names[k]);
-  free(names);
   return 0;
 }
 

@@ -1,7 +1,9 @@
-/* util.c - string builder, per-thread error message, clocks, whole-file reads. */
+/* util.c - string builder, per-thread error message, clocks, whole-file reads, run-time libraries. */
 #include "moonwarp.h"
 #include "util.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,13 +129,40 @@ int mw__read_file(const char *path, char **out, size_t *n) {
   char tmp[65536];
   size_t k;
   while ((k = fread(tmp, 1, sizeof tmp, f)) > 0) mw__sb_put(&b, tmp, k);
-  int bad = ferror(f);
+  int bad = ferror(f), e = errno;
   fclose(f);
   if (bad) {
     mw__sb_free(&b);
+    errno = e;
     return -1;
   }
   if (n) *n = b.n;
   *out = mw__sb_take(&b);
+  if (!*out) errno = ENOMEM;
   return *out ? 0 : -1;
+}
+
+void *mw__dl_open_first(const char *const *names, size_t n, size_t *which, char *why, size_t cap) {
+  if (cap) why[0] = 0;
+  for (size_t i = 0; i < n; ++i) {
+    void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      if (which) *which = i;
+      return lib;
+    }
+    const char *e = dlerror();
+    if (cap && !why[0]) snprintf(why, cap, "%s", e ? e : "unknown error");
+  }
+  return NULL;
+}
+
+const char *mw__dl_resolve(void *lib, const mw__dl_sym *syms, size_t n, void *table) {
+  for (size_t i = 0; i < n; ++i) {
+    dlerror();
+    void *p = dlsym(lib, syms[i].symbol);
+    if (!p) return syms[i].symbol;
+    /* POSIX guarantees that a data pointer from dlsym converts to a function pointer. */
+    memcpy((char *)table + syms[i].offset, &p, sizeof p);
+  }
+  return NULL;
 }

@@ -1,5 +1,5 @@
 /* util.h - small internal helpers shared by the core and the compiler front: string builder,
- * error message storage, clocks. */
+ * error message storage, clocks, files, libraries opened at run time. */
 #ifndef MW_UTIL_H
 #define MW_UTIL_H
 
@@ -37,6 +37,21 @@ char *mw__strndup(const char *s, size_t n);
 
 double mw__now(void); /* monotonic seconds */
 void mw__sleep_ns(long ns);
+/* The whole file at path in *out (malloc'd, NUL-terminated; *n bytes without the NUL when n is
+ * not NULL): 0, or -1 with errno saying why. */
 int mw__read_file(const char *path, char **out, size_t *n);
+
+/* Libraries opened at run time (NVRTC, the driver): a table of function pointers filled from
+ * a list of symbols, each stored at its offset in the table. */
+typedef struct mw__dl_sym {
+  const char *symbol;
+  size_t offset;
+} mw__dl_sym;
+/* Opens the first of names[0..n) that dlopen opens (RTLD_NOW | RTLD_LOCAL), its index in *which
+ * (may be NULL); NULL when none does, with the first failure's dlerror() in why (cap bytes). */
+void *mw__dl_open_first(const char *const *names, size_t n, size_t *which, char *why, size_t cap);
+/* Resolves syms[0..n) from lib into table: NULL when all were found, else the first symbol lib
+ * lacks (the table is then partly filled). */
+const char *mw__dl_resolve(void *lib, const mw__dl_sym *syms, size_t n, void *table);
 
 #endif

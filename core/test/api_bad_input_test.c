@@ -72,6 +72,7 @@ int main(void) {
   mw_stats st;
   mw_task_info info;
   uint64_t kinds[4];
+  const char *name = NULL;
   int data[4] = {1, 2, 3, 4};
   mw_value arg = {.i = 7};
   char *text = NULL, *err = NULL;
@@ -92,6 +93,7 @@ int main(void) {
   EXPECT(mw_runtime_faulted(NULL), MW_EINVAL);
   EXPECT(mw_runtime_stats(NULL, &st), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(NULL, 0, kinds), MW_EINVAL);
+  EXPECT(mw_runtime_kind_name(NULL, 0, &name), MW_EINVAL);
   EXPECT(mw_runtime_poll(NULL), 0);
   EXPECT(mw_program_compile(NULL, SRC, NULL, &p), MW_EINVAL);
   EXPECT(mw_program_task_count(NULL), MW_EINVAL);
@@ -165,6 +167,10 @@ int main(void) {
   expect_true("a failed compile hands out no program", p == NULL);
   EXPECT(mw_program_compile(rt, SRC, NULL, &p), 0);
   EXPECT(mw_runtime_kind_stats(rt, 999, kinds), MW_ENOTASK);
+  EXPECT(mw_runtime_kind_name(rt, 0, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_kind_name(rt, 999, &name), MW_ENOTASK);
+  EXPECT(mw_runtime_kind_name(rt, 0, &name), 0);
+  expect_true("mw_runtime_kind_name gives the task's name", name && !strcmp(name, "sq"));
   EXPECT(mw_program_task_count(p), 3);
   EXPECT(mw_program_task(p, 0, NULL), MW_EINVAL);
   EXPECT(mw_program_task(p, -1, &info), MW_ENOTASK);

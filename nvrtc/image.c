@@ -1,0 +1,325 @@
+/* image.c - executor images: the generated program compiled by NVRTC (a cubin) or by the host
+ * C++ compiler (a shared object), looked up in and stored into the compile cache. */
+#include "image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "jit.h"
+#include "moonwarp.h"
+#include "util.h"
+
+/* ---- the host C++ compiler (the sim backend's images) ---------------------------------------- */
+
+#ifndef MW_SIM_CXX
+#define MW_SIM_CXX "c++"
+#endif
+#define HOST_FLAGS "-std=c++17 -fPIC -shared -pthread -w -fno-strict-aliasing"
+/* optimised, or for a debugger (mw_compile_desc.debug); both with debug information */
+#define HOST_OPT_FLAGS "-O2 -g"
+#define HOST_DEBUG_FLAGS "-O0 -g"
+/* Boost.Context as the build found it (CMake): its library, and -I its headers when they are
+ * not in a system folder */
+#ifndef MW_SIM_LIB
+#define MW_SIM_LIB "-lboost_context"
+#endif
+#ifndef MW_SIM_INCLUDE
+#define MW_SIM_INCLUDE ""
+#endif
+/* A compile that takes longer than this is stopped (a hung compiler must not hang the runtime). */
+#define HOST_COMPILE_TIMEOUT_S 600.0
+
+static const char *host_cxx(void) {
+  const char *c = getenv("MOONWARP_CXX");
+  return c && *c ? c : MW_SIM_CXX;
+}
+
+/* Splits s at blanks into argv (at most max - 1 words, NULL-terminated) in buf. Returns the count. */
+static int split_words(const char *s, char *buf, size_t cap, char **argv, int max) {
+  int n = 0;
+  snprintf(buf, cap, "%s", s);
+  for (char *save = NULL, *w = strtok_r(buf, " \t", &save); w && n < max - 1; w = strtok_r(NULL, " \t", &save))
+    argv[n++] = w;
+  argv[n] = NULL;
+  return n;
+}
+
+/* Runs the compiler (posix_spawn: safe while the executor's threads run; no shell), its output
+ * to log_path, for at most HOST_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
+ * start, -2 if it ran out of time (it is killed). */
+static int run_compiler(const char *cpp, const char *so, const char *log_path,
+                        const mw__build_opts *bo) {
+  char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
+  int ndirs = bo ? bo->ninclude_dirs : 0;
+  char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
+  if (!argv) return -1;
+  int n = split_words(host_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
+  if (n == 0) {
+    free(argv);
+    return -1;
+  }
+  n += split_words(HOST_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
+  n += split_words(bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, optbuf, sizeof optbuf,
+                   argv + n, 8);
+  for (int i = 0; i < ndirs; ++i) { /* the user's folders, before Boost's */
+    argv[n++] = (char *)"-I";
+    argv[n++] = (char *)bo->include_dirs[i];
+  }
+  n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
+  argv[n++] = (char *)"-o";
+  argv[n++] = (char *)so;
+  argv[n++] = (char *)cpp;
+  argv[n++] = (char *)MW_SIM_LIB;
+  argv[n] = NULL;
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa)) {
+    free(argv);
+    return -1;
+  }
+  posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  pid_t pid;
+  extern char **environ;
+  int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err) {
+    FILE *f = fopen(log_path, "w");
+    if (f) {
+      fprintf(f, "cannot start the C++ compiler %s: %s\n", argv[0], strerror(err));
+      fclose(f);
+    }
+    free(argv);
+    return -1;
+  }
+  free(argv);
+  double end = mw__now() + HOST_COMPILE_TIMEOUT_S;
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return -1;
+    if (mw__now() > end) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      return -2;
+    }
+    mw__sleep_ns(2000000);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The host compiler's cache key: the source, the compiler, its flags, the include folders and
+ * the headers reached. */
+static void host_key(const mw__image_req *req, char key[65]) {
+  const mw__build_opts *bo = req->bo;
+  char dirs[65] = "";
+  if (bo && bo->ninclude_dirs)
+    mw__cache_key((const void *const *)bo->include_dirs, NULL, bo->ninclude_dirs, dirs);
+  const void *parts[] = {"sim-2", req->source, host_cxx(), HOST_FLAGS,
+                         bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, dirs,
+                         bo ? bo->deps : ""};
+  mw__cache_key(parts, NULL, 7, key);
+}
+
+/* Compiles req->source with the host compiler in a temporary folder: the shared object's bytes
+ * in *data, *size. */
+static int host_compile(const mw__image_req *req, void **data, size_t *size, char *err,
+                        size_t errlen, char **log_out) {
+  char dir[] = "/tmp/moonwarp-sim-XXXXXX";
+  if (!mkdtemp(dir)) {
+    snprintf(err, errlen, "cannot create a temporary directory for the sim build");
+    return MW_EIO;
+  }
+  char cpp[256], so[256], logp[256];
+  snprintf(cpp, sizeof cpp, "%s/program.cpp", dir);
+  snprintf(so, sizeof so, "%s/program.so", dir);
+  snprintf(logp, sizeof logp, "%s/log.txt", dir);
+  int rc = 0;
+  if (mw__write_file_atomic(cpp, req->source, strlen(req->source))) {
+    rc = MW_EIO;
+    snprintf(err, errlen, "cannot write %s", cpp);
+  } else {
+    int st = run_compiler(cpp, so, logp, req->bo);
+    char *log = NULL;
+    mw__read_file(logp, &log, NULL);
+    if (st == -2) {
+      snprintf(err, errlen, "the C++ compiler (%s) took longer than %.0f s and was stopped",
+               host_cxx(), HOST_COMPILE_TIMEOUT_S);
+      rc = MW_ETIMEDOUT;
+    } else if (st != 0) {
+      char *user = log && *log ? mw__user_log(log, cpp) : NULL;
+      if (user) {
+        free(log);
+        log = user;
+      }
+      snprintf(err, errlen, "%s%s", log && *log ? log : "the C++ compiler failed: ",
+               log && *log ? "" : host_cxx());
+      rc = st == -1 ? MW_ENODEV : MW_ECOMPILE;
+    } else if (mw__read_file(so, (char **)data, size)) {
+      snprintf(err, errlen, "cannot read %s", so);
+      rc = MW_EIO;
+    }
+    if (log_out && log && *log) *log_out = log;
+    else free(log);
+  }
+  unlink(cpp);
+  unlink(so);
+  unlink(logp);
+  rmdir(dir);
+  return rc;
+}
+
+/* ---- NVRTC (the cuda backend's images) ------------------------------------------------------- */
+
+/* The NVRTC options of a compile with bo (and the environment's MOONWARP_PROBES and
+ * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
+ * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
+ * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
+static int nvrtc_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts,
+                         char *err, size_t errlen) {
+  /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
+   * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
+   * the default in one run (bench/NOTES.md). */
+  const char *probes = env ? getenv("MOONWARP_PROBES") : NULL;
+  const char *define = env ? getenv("MOONWARP_DEVICE_DEFINE") : NULL;
+  char extra[96] = "";
+  *opts = NULL;
+  *nopts = 0;
+  if (define && *define) {
+    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
+      snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
+                            "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
+      return MW_EINVAL;
+    }
+    snprintf(extra, sizeof extra, "-D%s", define);
+  }
+  int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
+  size_t bytes = 4 * sizeof(char *) + sizeof extra;
+  for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
+  const char **v = malloc(bytes);
+  if (!v) return MW_ENOMEM;
+  char *text = (char *)(v + 4 + ndirs);
+  v[n++] = "-DMW_CUDA=1";
+  if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
+  if (*extra) {
+    v[n++] = strcpy(text, extra);
+    text += strlen(extra) + 1;
+  }
+  if (bo && bo->debug) v[n++] = "-G"; /* in place of -lineinfo (jit.h) */
+  for (int i = 0; i < ndirs; ++i) {
+    v[n++] = text;
+    text += sprintf(text, "-I%s", bo->include_dirs[i]) + 1;
+  }
+  *opts = v;
+  *nopts = n;
+  return 0;
+}
+
+/* NVRTC's cache key: the source, the target, the compiler, the headers reached and every
+ * option. */
+static int nvrtc_key(const mw__image_req *req, const char *const *opts, int nopts, char key[65]) {
+  int nmaj = 0, nmin = 0;
+  mw__nvrtc_version(&nmaj, &nmin);
+  char arch[32], ver[32];
+  snprintf(arch, sizeof arch, "sm_%d", req->arch);
+  snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
+  const void **parts = malloc(sizeof *parts * (size_t)(5 + nopts));
+  if (!parts) return MW_ENOMEM;
+  parts[0] = "cuda-2";
+  parts[1] = req->source;
+  parts[2] = arch;
+  parts[3] = ver;
+  parts[4] = req->bo ? req->bo->deps : "";
+  for (int i = 0; i < nopts; ++i) parts[5 + i] = opts[i];
+  mw__cache_key(parts, NULL, 5 + nopts, key);
+  free(parts);
+  return 0;
+}
+
+/* Compiles req->source with NVRTC under opts: the cubin (or PTX) in *data, *size. */
+static int nvrtc_compile(const mw__image_req *req, const char *const *opts, int nopts,
+                         void **data, size_t *size, char *err, size_t errlen, char **log_out) {
+  int is_cubin = 0;
+  char *log = NULL;
+  int rc = mw__nvrtc_compile(req->source, "moonwarp.cu", req->arch, opts, nopts, data, size,
+                             &is_cubin, &log);
+  if (rc) {
+    char *user = log ? mw__user_log(log, "moonwarp.cu") : NULL;
+    if (user) {
+      free(log);
+      log = user;
+    }
+    snprintf(err, errlen, "%s", log ? log : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
+  }
+  if (log_out) *log_out = log;
+  else free(log);
+  return rc;
+}
+
+/* ---- the seam --------------------------------------------------------------------------------- */
+
+int mw__image_compiler_ready(int host_code, char *err, size_t errlen) {
+  if (host_code) return 0; /* the host compiler is looked for when it runs */
+  char why[1024];
+  int rc = mw__nvrtc_load(why, sizeof why);
+  if (rc) snprintf(err, errlen, "NVRTC: %s", why);
+  return rc;
+}
+
+/* Writes the generated source to $MOONWARP_DUMP_DIR (if set) for users to read. */
+static void dump_source(const char *source, const char *ext) {
+  const char *dir = mw__cache_dump_dir();
+  if (!dir) return;
+  const void *parts[] = {source};
+  char key[65], path[4096];
+  mw__cache_key(parts, NULL, 1, key);
+  snprintf(path, sizeof path, "%s/moonwarp-%.16s.%s", dir, key, ext);
+  mw__write_file_atomic(path, source, strlen(source));
+}
+
+int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_t errlen,
+                      char **log) {
+  memset(out, 0, sizeof *out);
+  if (log) *log = NULL;
+  out->ext = req->host_code ? "so" : "cubin";
+  if (!req->offline) dump_source(req->source, req->host_code ? "cpp" : "cu");
+  const char **opts = NULL;
+  int nopts = 0, rc = 0;
+  if (!req->host_code && (rc = nvrtc_options(req->bo, !req->offline, &opts, &nopts, err, errlen)))
+    return rc;
+  if (!req->offline) {
+    if (req->host_code) host_key(req, out->key);
+    else if ((rc = nvrtc_key(req, opts, nopts, out->key))) snprintf(err, errlen, "out of memory");
+    if (!rc && mw__cache_get(out->key, out->ext, &out->data, &out->size) == 0) {
+      out->cached = 1;
+      free(opts);
+      return 0;
+    }
+  }
+  if (!rc)
+    rc = req->host_code ? host_compile(req, &out->data, &out->size, err, errlen, log)
+                        : nvrtc_compile(req, opts, nopts, &out->data, &out->size, err, errlen, log);
+  free(opts);
+  if (!rc && !req->offline) mw__cache_put(out->key, out->ext, out->data, out->size);
+  if (rc) mw__image_free(out);
+  return rc;
+}
+
+void mw__image_evict(const mw__image *img) {
+  if (img->cached) mw__cache_remove(img->key, img->ext);
+}
+
+void mw__image_free(mw__image *img) {
+  free(img->data);
+  img->data = NULL;
+  img->size = 0;
+}

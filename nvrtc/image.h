@@ -1,0 +1,50 @@
+/* image.h - compiling a generated program into an executor image (an NVRTC cubin, or a shared
+ * object of the host C++ compiler) through the compile cache: the one place images are made. */
+#ifndef MW_IMAGE_H
+#define MW_IMAGE_H
+
+#include <stddef.h>
+
+#include "program.h"
+
+/* What an image is compiled from. */
+typedef struct mw__image_req {
+  const char *source;       /* the generated translation unit (mw__generate) */
+  const mw__build_opts *bo; /* include directories, debug, the headers' digest; NULL: none */
+  int host_code;            /* 1: the host C++ compiler, a shared object; 0: NVRTC, a cubin */
+  int arch;                 /* NVRTC: the device's compute capability (90 for sm_90) */
+  /* 1: no cache, no dump, none of the environment's executor options (mw_compile_cubin) */
+  int offline;
+} mw__image_req;
+
+/* An image and where it came from. */
+typedef struct mw__image {
+  void *data;      /* malloc'd */
+  size_t size;
+  int cached;      /* read from the cache: a backend that refuses it calls mw__image_evict */
+  char key[65];    /* its cache entry ("" when offline) */
+  const char *ext; /* the entry's suffix: "so" or "cubin" */
+} mw__image;
+
+/* Whether the compiler of host_code can run here: 0, else MW_ENODEV with "NVRTC: why" in err. */
+int mw__image_compiler_ready(int host_code, char *err, size_t errlen);
+
+/* Compiles req into *out, or finds it in the cache ($MOONWARP_NO_CACHE, cache.h), and writes
+ * the source to $MOONWARP_DUMP_DIR first (unless offline). The key holds the source, the
+ * compiler, its options, the target and the headers reached. 0, or MW_ECOMPILE with the
+ * compiler's log in the user's terms in err, MW_ETIMEDOUT (the host compiler ran out of time),
+ * MW_ENODEV (no compiler), MW_EIO, MW_EINVAL (a bad MOONWARP_DEVICE_DEFINE), MW_ENOMEM. log,
+ * when not NULL, receives the compiler's whole output (malloc'd, NULL if none): its warnings
+ * on success, the log in the user's terms on failure. Thread-safe. */
+int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_t errlen,
+                      char **log);
+
+/* Removes the cache entry an image came from (one that passed its checksum but that its
+ * backend could not load: left by another version or a changed system), so that the next
+ * compile makes it afresh. */
+void mw__image_evict(const mw__image *img);
+
+/* Frees the image's bytes (img may be zeroed). */
+void mw__image_free(mw__image *img);
+
+#endif /* MW_IMAGE_H */
