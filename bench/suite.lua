@@ -2,7 +2,7 @@
 -- baseline it competes with where one is available, in one run; prints a table with ratios and
 -- writes bench.csv and bench.svg.
 --   luajit bench/suite.lua [--backend cuda|sim] [--out DIR] [--quick] [--workers N]
--- (--workers: the executor's warps, the runtime's default otherwise: eight per SM on cuda)
+-- (--workers: the executor's warps, the runtime's default otherwise: four per SM on cuda)
 -- Baselines come from bench/baselines.cu, built by scripts/gpu.sh with nvcc and named by
 -- $MW_BASELINES; where it is missing, the table says so instead of inventing a figure. A row's
 -- baseline is the figure of the same name, except the pipeline's: a CUDA graph whose dependent

@@ -240,16 +240,16 @@ __device__ __forceinline__ void mw_probe_bcast(int line) {
 #endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
-/* A broadcast mostly follows a section only lane 0 ran, and the warp is often not converged
- * there even after a __syncwarp (lane 0's section made calls and ran loops): a shuffle then
- * takes its slow collective path, about 900 cycles (bench/NOTES.md). So: a __syncwarp, then the
- * shuffle if every lane is active, else lane 0's value goes through the warp's shared word
- * (each lane takes the same way: a lane that is not active with all the others sees a partial
- * mask). MW_BCAST_SHFL keeps the plain shuffle, to compare. */
-#if defined(MW_SIM) || defined(MW_BCAST_SHFL)
-#define MW_BCAST_CONVERGED() true
-#else
+/* A broadcast mostly follows a section only lane 0 ran, after which the compiler does not
+ * always reconverge the warp (calls and loops inside): a shuffle in a diverged warp takes its
+ * slow collective path (a spawn's two cost about 900 cycles each, bench/NOTES.md). The
+ * __syncwarp first takes most of that back. MW_BCAST_MEM sends lane 0's value through the
+ * warp's shared word whenever __activemask() is not full even then (each lane takes the same
+ * way): measured slower than the shuffle, kept to compare. */
+#if defined(MW_BCAST_MEM) && !defined(MW_SIM)
 #define MW_BCAST_CONVERGED() (__activemask() == MW_FULL)
+#else
+#define MW_BCAST_CONVERGED() true
 #endif
 __device__ __forceinline__ mw_u64 mw_bcast_mem(mw_u64 v);
 __device__ __forceinline__ mw_u32 mw_bcast_at(mw_u32 v, int line) {

@@ -13,11 +13,12 @@
 #define BLOCK_THREADS (32 * MW_CTA_WARPS) /* a worker CTA: the executor names its warps by threadIdx */
 #define WARPS_PER_BLOCK (BLOCK_THREADS / 32)
 #define MAX_BLOCKS_PER_SM 4 /* the most workers the option `workers` may ask for */
-/* Default: two blocks of four workers per SM (as many as the kernel's 255 registers let run).
- * Measured on an H200 (bench/core.lua, 2026-12-04, bench/results/2026-12-04-h200-v25/ctas.txt):
- * 528 workers ran fib(30) at 55.6 M tasks/s and a dependent hop in 4.44 us; 1056 workers 76.6
- * and 4.48. (On 2026-12-02, with a slower executor, 1056 workers were no faster than 528.) */
-#define DEFAULT_BLOCKS_PER_SM 2
+/* Default: one block of four workers per SM. Measured on an H200 (2026-12-04): 1056 workers
+ * (two blocks, as many as the kernel's 255 registers let run) run fib(30) at 77-79 M tasks/s
+ * against 55 at 528, the hop alike (bench/results/2026-12-04-h200-v25/ctas.txt); but the suite at
+ * 1056 (-v30/) had saxpy at 635 GB/s against 1,056, host spawns from Lua 1.15 M/s against 1.72,
+ * and the pipelines 10-20 % slower: idle warps crowd the queues. `workers` asks for more. */
+#define DEFAULT_BLOCKS_PER_SM 1
 
 typedef struct cuda_be {
   char *err; /* mw__backend_args.err */
