@@ -1969,12 +1969,8 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 s = MW_FUT_SLOT(L->fut);
     if (!(L->flags & MW_LV_PUBLIC)) { /* the frame gets its header once; fref tells cancellers */
-      fh->kind = kind;
-      fh->fut = L->fut;
-      fh->flags = s < c->host_slots ? MW_FR_HOST : 0u;
-      fh->await_f[1] = 0;
-      fh->bulk_n = fh->bulk_next = fh->bulk_done = 0;
-      fh->bulk_refs = 1;
+      mw_frame_hdr_fresh(fh, kind, L->fut, s < c->host_slots ? MW_FR_HOST : 0u, 0); /* resume,
+                                                   children and await_f[0] are written below */
       c->slots[s].fref = mw_frame_open(c, f);
       L->flags |= MW_LV_PUBLIC;
     }
