@@ -386,7 +386,7 @@ describe("the sim compile's flags #sim", function()
     return lines
   end
 
-  it("are -O2 -g, or -O0 -g with debug (kept by the runtime's later compiles), and -I each directory",
+  it("are -O1 -g, or -O0 -g with debug (kept by the runtime's later compiles), and -I each directory",
     function()
       local inc = dir .. "/inc"
       assert(os.execute("mkdir -p " .. q(inc)) == 0)
@@ -403,12 +403,12 @@ describe("the sim compile's flags #sim", function()
       assert.equals(3, #lines)
       local padded = {}
       for i, l in ipairs(lines) do padded[i] = " " .. l .. " " end
-      assert.truthy(padded[1]:find(" -O2 -g ", 1, true), lines[1])
+      assert.truthy(padded[1]:find(" -O1 -g ", 1, true), lines[1])
       assert.is_nil(padded[1]:find(" -O0 ", 1, true), lines[1])
       assert.is_nil(padded[1]:find(" -I " .. inc .. " ", 1, true), lines[1])
       for i = 2, 3 do
         assert.truthy(padded[i]:find(" -O0 -g ", 1, true), lines[i])
-        assert.is_nil(padded[i]:find(" -O2 ", 1, true), lines[i])
+        assert.is_nil(padded[i]:find(" -O1 ", 1, true), lines[i])
         assert.truthy(padded[i]:find(" -I " .. inc .. " ", 1, true), lines[i])
       end
     end)
