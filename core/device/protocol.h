@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 7
+#define MW_PROTOCOL_VERSION 6
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -575,8 +575,6 @@ typedef struct mw_wstate {
   mw_u64 tick;      /* globaltimer of the last tick */
   mw_u64 polled;    /* pollers: when the inbox was last looked at */
   mw_u64 dirty;     /* kinds whose counters are not yet in the rows */
-  mw_u64 xfer;      /* lane 0's value on its way to the warp's lanes (a broadcast in a warp that
-                     * is not converged, runtime.cuh: mw_bcast) */
   mw_u32 frames_taken, frames_freed, steals, pad;
   mw_u32 cnt[MW_MAX_KINDS][4]; /* spawned, completed, failed, cancelled since the last flush */
 } mw_wstate;

@@ -152,22 +152,6 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #endif
 #define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
 
-/* Lane 0's v in every lane through the warp's shared word, whatever the warp's convergence:
- * lane 0's store before the first __syncwarp, every lane's load between the two (cuda only;
- * on sim mw_bcast always shuffles). */
-__device__ __forceinline__ mw_u64 mw_bcast_mem(mw_u64 v) {
-#ifdef MW_SIM
-  return v;
-#else
-  volatile mw_u64 *x = &mw_cta_shared[threadIdx.x >> 5].xfer;
-  if ((threadIdx.x & 31u) == 0u) *x = v;
-  __syncwarp();
-  v = *x;
-  __syncwarp();
-  return v;
-#endif
-}
-
 /* sim: task code runs between MW_TASK_IN and MW_TASK_OUT (sim_shim.h: it is stopped there after
  * a fault elsewhere); nothing on the GPU */
 #ifdef MW_SIM
@@ -243,28 +227,18 @@ __device__ __forceinline__ void mw_probe_bcast(int line) {
 /* A broadcast mostly follows a section only lane 0 ran, after which the compiler does not
  * always reconverge the warp (calls and loops inside): a shuffle in a diverged warp takes its
  * slow collective path (a spawn's two cost about 900 cycles each, bench/NOTES.md). The
- * __syncwarp first takes most of that back. MW_BCAST_MEM sends lane 0's value through the
- * warp's shared word whenever __activemask() is not full even then (each lane takes the same
- * way): measured slower than the shuffle, kept to compare. */
-#if defined(MW_BCAST_MEM) && !defined(MW_SIM)
-#define MW_BCAST_CONVERGED() (__activemask() == MW_FULL)
-#else
-#define MW_BCAST_CONVERGED() true
-#endif
-__device__ __forceinline__ mw_u64 mw_bcast_mem(mw_u64 v);
+ * __syncwarp first takes most of that back. */
 __device__ __forceinline__ mw_u32 mw_bcast_at(mw_u32 v, int line) {
   __syncwarp();
   mw_probe_bcast(line);
   (void)line;
-  if (MW_BCAST_CONVERGED()) return __shfl_sync(MW_FULL, v, 0);
-  return (mw_u32)mw_bcast_mem(v);
+  return __shfl_sync(MW_FULL, v, 0);
 }
 __device__ __forceinline__ mw_u64 mw_bcast64_at(mw_u64 v, int line) {
   __syncwarp();
   mw_probe_bcast(line);
   (void)line;
-  if (MW_BCAST_CONVERGED()) return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
-  return mw_bcast_mem(v);
+  return (mw_u64)__shfl_sync(MW_FULL, (unsigned long long)v, 0);
 }
 /* lane 0's value in every lane (the line names the call site to the probes) */
 #define mw_bcast(v) mw_bcast_at((v), __LINE__)
@@ -1729,12 +1703,14 @@ __device__ void mw_complete_private(mw_ctx *c, mw_u32 kind, mw_u64 fut, mw_u32 f
   K->state = MW_KID_DONE;
 }
 
-/* 0: the trampoline finishes an inline child that ended done with nothing to let go the short
- * way. Faster per task on one worker (fib's finish 3,040 -> 2,338 cycles) but fib on 1056
- * workers ran 69 M/s against 78 with the general way, twice in one run (bench/NOTES.md): the
- * general way stays the default until that is understood. */
-#ifndef MW_NO_PLAIN_FINISH
-#define MW_NO_PLAIN_FINISH 1
+/* MW_PLAIN_FINISH: the trampoline finishes an inline child that ended done with nothing to let
+ * go the short way too. Faster per task on one worker (fib's finish 3,040 -> 2,338 cycles) but
+ * fib on 1056 workers ran 69 M/s against 78 with the general way, twice in one run
+ * (bench/NOTES.md): a variant until that is understood. */
+#ifdef MW_PLAIN_FINISH
+#define MW_TRAMPOLINE_PLAIN_FINISH 1
+#else
+#define MW_TRAMPOLINE_PLAIN_FINISH 0
 #endif
 /* Finishes the running level the short way when it is an inline child that ended done, owns
  * no children, holds no futures and returns none, and completes privately (protocol.h, Private
@@ -2682,8 +2658,8 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
       c->d++;
       continue;
     }
-    /* an inline child that ended done with nothing to let go finishes the short way */
-    if (c->status != MW_RUN_SUSPEND && c->lane == 0 && (MW_NO_PLAIN_FINISH || !mw_finish_plain(c)))
+    if (c->status != MW_RUN_SUSPEND && c->lane == 0 &&
+        !(MW_TRAMPOLINE_PLAIN_FINISH && mw_finish_plain(c)))
       mw_finish_level(c);
     __syncwarp();
     if (c->d == 0) return;

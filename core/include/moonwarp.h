@@ -144,7 +144,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]);
 /* The name counters and traces give a kind: its task's name, or "name#kind" where a task loaded
  * before has that name (two programs may define one name). *out is valid while rt is open.
- * 0, MW_ENOTASK for a kind not loaded. */
+ * 0, MW_ENOTASK for a kind not loaded, MW_ENOMEM when its name could not be kept at the load. */
 MW_API int mw_runtime_kind_name(const mw_runtime *rt, uint32_t kind, const char **out);
 
 /* ---- programs ---- */
