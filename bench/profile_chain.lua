@@ -1,14 +1,15 @@
 -- profile_chain.lua - a chain of dependent device hops, a series of pipelines, or fib, on a few workers
 -- and nothing else, for a profiler to sample (ncu --replay-mode application, see bench/NOTES.md)
 -- or for the executor's probes (MOONWARP_PROBES=1, scripts/gpu.sh probes).
---   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib]
+--   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk]
 --   (defaults: auto, 20000, 4, chain; workers 0: the runtime's default; for pipeline, hops is the
---   number of pipelines of batch 1, each spawned and awaited from the host; for fib, hops is n)
+--   number of pipelines of batch 1, each spawned and awaited from the host; for fib, hops is n;
+--   for bulk, hops is the MB of each of x and y of a saxpy run 10 times from the host)
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what = arg[4] or "chain"
-assert(what == "chain" or what == "pipeline" or what == "fib",
-  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib]")
+assert(what == "chain" or what == "pipeline" or what == "fib" or what == "bulk",
+  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk]")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
@@ -22,11 +23,26 @@ elseif what == "fib" then
   for _ = 1, hops do a, b = b, a + b end
   assert(prog.fib(hops):await(300) == a)
   count = tasks[hops]
+elseif what == "bulk" then
+  local n = hops * 262144
+  local x, y = rt:buffer("float", n), rt:buffer("float", n)
+  local blocks = math.floor((n + 1023) / 1024)
+  prog.saxpy:bulk(blocks, 2.0, x, y, n):await(60)
+  local best = math.huge
+  t0 = mw.now()
+  for _ = 1, 10 do
+    local t1 = mw.now()
+    prog.saxpy:bulk(blocks, 2.0, x, y, n):await(60)
+    best = math.min(best, mw.now() - t1)
+  end
+  print(("saxpy over %d MB each of x and y: best of 10 %.1f us, %.0f GB/s"):format(hops, best * 1e6,
+    12 * n / best / 1e9))
+  count = 10 * blocks
 else
   local m, t, u = rt:buffer("float", 256), rt:buffer("float", 256), rt:buffer("float", 256)
   for _ = 1, hops do assert(prog.pipeline(t, m, u, 1):await(60) == 1) end
 end
-local noun = ({chain = "hops", pipeline = "pipelines", fib = "fib tasks"})[what]
+local noun = ({chain = "hops", pipeline = "pipelines", fib = "fib tasks", bulk = "bulk instances"})[what]
 print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(count, noun,
   mw.now() - t0, (mw.now() - t0) * 1e6 / count, rt.backend, rt:stats().workers))
 rt:close()

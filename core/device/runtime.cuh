@@ -172,7 +172,7 @@ __device__ const char *mw_kind_name(mw_u32 kind);
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 30
+#define MW_NPROBES 32
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -196,7 +196,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
-       MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY };
+       MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -2785,6 +2785,15 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
 #define MW_JOIN_ALONE 4u
 #endif
 
+/* A claim takes 1 / MW_BULK_CHUNK_DIV of a worker's fair share of the instances, at most
+ * MW_BULK_CHUNK_MAX and at least 1 */
+#ifndef MW_BULK_CHUNK_DIV
+#define MW_BULK_CHUNK_DIV 8u
+#endif
+#ifndef MW_BULK_CHUNK_MAX
+#define MW_BULK_CHUNK_MAX 64u
+#endif
+
 /* Runs instances of bulk frame f (this worker holds a reference) until none are left to claim,
  * each in a copy of the frame at byte off of the lane stacks; the worker that finishes the last
  * instance completes the future. A cancelled bulk task runs no more instances: the worker that
@@ -2804,8 +2813,8 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
   c->cancelled = 0;
   c->kind = kind;
   c->off = off;
-  mw_u32 chunk = n / (st->nworkers * 8u);
-  chunk = chunk < 1 ? 1 : (chunk > 64 ? 64 : chunk);
+  mw_u32 chunk = n / (st->nworkers * MW_BULK_CHUNK_DIV);
+  chunk = chunk < 1 ? 1 : (chunk > MW_BULK_CHUNK_MAX ? MW_BULK_CHUNK_MAX : chunk);
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   mw_u32 next = 0; /* alone: the next instance */
@@ -2824,6 +2833,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
     }
     mw_u32 i = 0, skip = 0;
     if (c->lane == 0) {
+      MW_PROBE(MW_PR_BULK_CLAIM);
       if (JOIN && alone) {
         i = next;
         skip = i < n && mw_cancel_asked(c, fut);
@@ -2880,6 +2890,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
     if (c->trace_ev && !skip) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     mw_u32 completed = 0;
     if (c->lane == 0) {
+      MW_PROBE(MW_PR_BULK_DONE);
       bool last;
       if (JOIN && alone) {
         last = end == n;
@@ -3249,13 +3260,14 @@ __device__ void mw_executor(mw_state *st) {
     mw_run_task(&c, rec, f);
   }
 #if defined(MW_PROBES) && !defined(MW_SIM)
-  if (c.lane == 0 && mw_probe_acc[c.cw][MW_PR_RUN][1]) {
+  if (c.lane == 0) {
     const char *names[MW_NPROBES] = {"run", "finish", "spawn", "await", "await_more", "after_await",
                                      "value", "release", "loop", "call_child", "rec_get", "tick",
                                      "spawn_lane0", "complete", "outcome", "empty_probe", "bulk_join",
                                      "run_bulk", "suspend", "root_frame", "complete_slot",
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
-                                     "private", "bcast", "bcast_div", "leaf_claim", "pure_body"};
+                                     "private", "bcast", "bcast_div", "leaf_claim", "pure_body",
+                                     "bulk_claim", "bulk_done"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
