@@ -173,6 +173,31 @@ support.each_backend(function(backend)
     end)
   end)
 
+  -- bulk tasks from the host are posted on the board that idle workers read (protocol.h, The bulk
+  -- board); with more of them at once than it has cells, the rest are shared through the queue
+  it("runs more bulk tasks at once than the board has cells, each instance once, and frees them", function()
+    local rt = support.runtime(backend)
+    local prog = support.compile(rt, SOURCE, "executor_tasks.cu")
+    local n, tasks, bufs, futs = 4000, 12, {}, {}
+    local before = rt:stats().frames_in_use
+    for round = 1, 3 do
+      for k = 1, tasks do
+        bufs[k] = bufs[k] or rt:buffer("int32", n)
+        futs[k] = prog.fill_or_fail:bulk(math.ceil(n / 64), bufs[k], n, -1, k + round)
+      end
+      for k = 1, tasks do
+        assert.is_nil(futs[k]:await(60))
+        local got = bufs[k]:read()
+        for i = 1, n, 97 do assert.equals(i + k + round, got[i]) end
+        assert.equals(n + k + round, got[n])
+      end
+    end
+    local deadline = mw.now() + 10
+    while rt:stats().frames_in_use ~= before and mw.now() < deadline do end
+    assert.equals(before, rt:stats().frames_in_use)
+    rt:close()
+  end)
+
   -- a task that awaits the bulk task it spawned runs its instances itself (protocol.h, Joining
   -- a bulk task): alone when they are few (200 items: 4 instances), with the workers it invites
   -- when they are more (1000 items: 16); the frame's reference is given back on every path

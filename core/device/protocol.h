@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 6
+#define MW_PROTOCOL_VERSION 7
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -556,6 +556,31 @@ typedef struct mw_level {
  * run by its own warp next) and runs through the global path (mw_run_bulk). The note in
  * mw_level.bulk is only a hint: the record is looked up by its frame and claimed by CAS. */
 
+/* The bulk board. A bulk task with instances for more than one worker is posted on the board
+ * (mw_state.board: MW_BOARD cells in one 32-byte sector) by the first worker that claims from it,
+ * instead of one global-queue invitation per worker: every idle warp reads the board in its idle
+ * loop with one load and joins at once, so the chip fills within one idle nap and no hand-over
+ * races for a queue cell. The global-queue invitations stay as the fallback when the board is
+ * full.
+ *   cell: 0 free; (sequence << 32) | (frame + 1) while posted; with MW_BOARD_GONE while removed.
+ *   Post (lane 0 of a worker holding a reference on the frame): bulk_refs += 1 (the board's
+ *     reference), then CAS 0 -> cell on a free cell (the sequence makes each post's cell value
+ *     unique, so a joiner never mistakes a later post for the one it read).
+ *   Join (lane 0 of an idle warp): read cell c; board_users[k] += 1; SC fence; read the cell
+ *     again: the same c means the board's reference is still held and stays held until
+ *     board_users[k] drops (Remove waits for it), so bulk_refs += 1 (the joiner's reference) is
+ *     safe; SC fence; board_users[k] -= 1. Otherwise board_users[k] -= 1 and nothing was touched.
+ *   Remove (lane 0 of any worker leaving the task's instances, all of which are claimed by then,
+ *     while it holds its own reference): CAS c -> c | MW_BOARD_GONE (one remover wins); SC fence;
+ *     wait until board_users[k] is 0 (joiners between their two reads, a few atomics long); cell
+ *     = 0; drop the board's reference (never the last: the remover holds one).
+ * The two SC fences pair as a store-buffering pattern: a joiner either sees GONE on its second
+ * read, or its users increment is seen by the remover's wait. Every worker that runs instances
+ * removes at its exit, and the poster is one of them, so no cell outlives its task; at the stop
+ * barrier no worker is inside a bulk task, so the board is empty across relaunches. */
+#define MW_BOARD 4
+#define MW_BOARD_GONE 0x8000000000000000ull
+
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];
   mw_kid kid[MW_KIDS];
@@ -628,6 +653,11 @@ typedef struct mw_state {
   mw_u32 pad3;
   mw_u8 *trace_buf;
   mw_u32 *trace_ack;    /* per worker: the last trace_gen it acted on */
+  /* the bulk board (see The bulk board above; device, atomics) */
+  mw_u64 board[MW_BOARD];
+  mw_u32 board_users[MW_BOARD];
+  mw_u32 board_seq;
+  mw_u32 pad4;
 } mw_state;
 
 #endif /* MW_PROTOCOL_H */

@@ -219,8 +219,24 @@ __device__ __forceinline__ void mw_probe_bcast(int line) {
     }
   }
 }
+/* Probes: the timeline of the latest bulk task each warp ran (global timer, ns): when it first
+ * entered the task, began its first instance and left it for the last time (printed as "bulk
+ * timeline"), to tell the chip's fill and tail from the instances' own time. */
+__shared__ unsigned long long mw_probe_bulk[MW_CTA_WARPS][4]; /* fut, enter, first, leave */
+__device__ __forceinline__ void mw_probe_bulk_mark(mw_u32 lane, mw_u32 w, mw_u64 fut, int what) {
+  if (lane) return;
+  unsigned long long t = MW_GLOBALTIMER();
+  if (mw_probe_bulk[w][0] != fut) {
+    mw_probe_bulk[w][0] = fut;
+    mw_probe_bulk[w][1] = t;
+    mw_probe_bulk[w][2] = mw_probe_bulk[w][3] = 0;
+  }
+  if (what == 1 && !mw_probe_bulk[w][2]) mw_probe_bulk[w][2] = t;
+  if (what == 2) mw_probe_bulk[w][3] = t;
+}
 #else
 #define mw_probe_bcast(line) (void)0
+#define mw_probe_bulk_mark(lane, w, fut, what) (void)0
 #endif
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -581,6 +597,57 @@ __device__ void mw_bulk_drop(mw_ctx *c, mw_u32 f) {
   MW_FENCE(); /* what this worker did with the frame before another may reuse it */
   if (atomicSub(&mw_frame(c, f)->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
 }
+/* ---- the bulk board (protocol.h, The bulk board) ---------------------------------------- */
+/* Posts bulk frame f, on which this worker holds a reference; false when the board is full.
+ * Lane 0. */
+__device__ bool mw_board_post(mw_ctx *c, mw_u32 f) {
+  mw_state *st = c->st;
+  mw_frame_hdr *h = mw_frame(c, f);
+  atomicAdd(&h->bulk_refs, 1u); /* the board's reference */
+  const mw_u64 v = (mw_u64)(atomicAdd(&st->board_seq, 1u) & 0x7fffffffu) << 32 | (f + 1u);
+  for (mw_u32 k = 0; k < MW_BOARD; ++k)
+    if (mw_ld64(&st->board[k]) == 0 && mw_cas64(&st->board[k], 0ull, v) == 0ull) return true;
+  atomicSub(&h->bulk_refs, 1u); /* never the last: the caller holds one */
+  return false;
+}
+
+/* A bulk frame posted on the board, with a reference taken for this worker; MW_NONE when the
+ * board is empty. Lane 0. */
+__device__ __noinline__ mw_u32 mw_board_join(mw_ctx *c) {
+  mw_state *st = c->st;
+  mw_u64 v[MW_BOARD];
+  for (mw_u32 k = 0; k < MW_BOARD; ++k) v[k] = mw_ld64(&st->board[k]);
+  for (mw_u32 k = 0; k < MW_BOARD; ++k) {
+    if (!v[k] || (v[k] & MW_BOARD_GONE)) continue;
+    atomicAdd(&st->board_users[k], 1u);
+    __threadfence(); /* SC: pairs with the remover's (store buffering) */
+    const bool held = mw_ld64(&st->board[k]) == v[k];
+    if (held) {
+      atomicAdd(&mw_frame(c, (mw_u32)v[k] - 1u)->bulk_refs, 1u);
+      __threadfence(); /* the reference before the users count drops */
+    }
+    atomicSub(&st->board_users[k], 1u);
+    if (held) return (mw_u32)v[k] - 1u;
+  }
+  return MW_NONE;
+}
+
+/* Takes bulk frame f off the board if it is posted there; this worker holds a reference on it
+ * and every instance is claimed. Lane 0. */
+__device__ void mw_board_remove(mw_ctx *c, mw_u32 f) {
+  mw_state *st = c->st;
+  for (mw_u32 k = 0; k < MW_BOARD; ++k) {
+    const mw_u64 v = mw_ld64(&st->board[k]);
+    if ((mw_u32)v != f + 1u || (v & MW_BOARD_GONE)) continue;
+    if (mw_cas64(&st->board[k], v, v | MW_BOARD_GONE) != v) continue;
+    __threadfence(); /* SC: pairs with the joiners' */
+    while (mw_ld32(&st->board_users[k])) {
+    }
+    mw_st64(&st->board[k], 0ull);
+    atomicSub(&mw_frame(c, f)->bulk_refs, 1u); /* the board's: never the last, ours is held */
+  }
+}
+
 /* MW_NO_BULK_JOIN=1: a level never runs the instances of a bulk task it awaits (to compare) */
 #ifndef MW_NO_BULK_JOIN
 #define MW_NO_BULK_JOIN 0
@@ -2768,6 +2835,10 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
 #ifndef MW_BULK_FANOUT
 #define MW_BULK_FANOUT 2u
 #endif
+/* MW_NO_BOARD=1: bulk tasks are shared through global-queue invitations only (to compare) */
+#ifndef MW_NO_BOARD
+#define MW_NO_BOARD 0
+#endif
 
 /* One instance of a bulk task: through mw_dispatch on a worker that took it from the queue,
  * through mw_dispatch_leaf when the level that awaits it joins (the call graph stays acyclic). */
@@ -2818,6 +2889,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   mw_u32 next = 0; /* alone: the next instance */
+  mw_probe_bulk_mark(c->lane, c->cw, fut, 0);
   for (;;) {
     /* a joining level keeps up its periodic work (polling, its levels' cancellation, the host's
      * stop), and claims on until no instance is left: until its first claim invited others, no
@@ -2843,10 +2915,12 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
         skip = 1;
       } else {
         i = atomicAdd(&h->bulk_next, chunk);
-        if (!shared) { /* invite up to MW_BULK_FANOUT more workers, each of which does the same */
+        if (!shared) { /* post it on the board for every idle warp; when the board is full, invite
+                        * up to MW_BULK_FANOUT more workers, each of which does the same */
           shared = true;
           mw_u32 k = 0;
           while (k < MW_BULK_FANOUT && i + (k + 2) * chunk <= n) ++k;
+          if (k && !MW_NO_BOARD && mw_board_post(c, f)) k = 0;
           if (k) {
             atomicAdd(&h->bulk_refs, k);
             for (mw_u32 j = 0; j < k; ++j) mw_gq_push(st, f);
@@ -2856,7 +2930,11 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
     }
     i = mw_bcast(i);
     skip = mw_bcast(skip);
-    if (i >= n) break;
+    if (i >= n) {
+      if (c->lane == 0) mw_board_remove(c, f); /* every instance is claimed */
+      break;
+    }
+    mw_probe_bulk_mark(c->lane, c->cw, fut, 1);
     mw_u32 end = skip ? n : (i + chunk < n ? i + chunk : n);
     mw_u32 failed = 0;
     if (skip && c->lane == 0) atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
@@ -2920,7 +2998,9 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
         if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
       }
       completed = last;
+      if (last) mw_board_remove(c, f);
     }
+    mw_probe_bulk_mark(c->lane, c->cw, fut, 2);
     if (mw_bcast(completed)) return; /* every instance claimed and finished */
   }
 }
@@ -3170,6 +3250,7 @@ __device__ void mw_executor(mw_state *st) {
 #if defined(MW_PROBES)
     if (c.lane < MW_NPROBES) mw_probe_acc[c.cw][c.lane][0] = mw_probe_acc[c.cw][c.lane][1] = 0;
     for (mw_u32 i = c.lane; i < MW_DIV_LINES; i += 32) mw_probe_div[c.cw][i][0] = mw_probe_div[c.cw][i][1] = 0;
+    if (c.lane < 4) mw_probe_bulk[c.cw][c.lane] = 0;
 #endif
     __syncthreads();
   }
@@ -3233,6 +3314,7 @@ __device__ void mw_executor(mw_state *st) {
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
       if (f != MW_NONE && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
     }
+    if (f == MW_NONE && !rec) f = mw_bcast(c.lane == 0 ? mw_board_join(&c) : MW_NONE); /* a bulk task's reference */
     if (f == MW_NONE && !rec) {
       ++idle;
       if (c.lane == 0) {
@@ -3276,6 +3358,9 @@ __device__ void mw_executor(mw_state *st) {
       if (mw_probe_div[c.cw][i][1])
         printf("probe worker %u diverged at line %u of the generated source: %u broadcasts\n", c.wid,
                mw_probe_div[c.cw][i][0], mw_probe_div[c.cw][i][1]);
+    if (mw_probe_bulk[c.cw][0])
+      printf("probe worker %u bulk timeline %llu %llu %llu\n", c.wid, mw_probe_bulk[c.cw][1],
+             mw_probe_bulk[c.cw][2], mw_probe_bulk[c.cw][3]);
   }
 #endif
   if (c.lane == 0) {
