@@ -600,7 +600,8 @@ typedef struct mw_wstate {
   mw_u64 tick;      /* globaltimer of the last tick */
   mw_u64 polled;    /* pollers: when the inbox was last looked at */
   mw_u64 dirty;     /* kinds whose counters are not yet in the rows */
-  mw_u32 frames_taken, frames_freed, steals, pad;
+  mw_u32 frames_taken, frames_freed, steals;
+  mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */
   mw_u32 cnt[MW_MAX_KINDS][4]; /* spawned, completed, failed, cancelled since the last flush */
 } mw_wstate;
 

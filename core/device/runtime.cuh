@@ -560,6 +560,21 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
   }
 }
 
+/* mw_gq_pop for an idle warp: one warp of a CTA at a time (mw_wstate.gq_turn of the CTA's first
+ * warp, protocol.h), so that the idle warps of the chip race for a queue cell one per CTA, not
+ * one per warp; a warp that finds another of its CTA popping leaves the queue to it. Lane 0. */
+#ifndef MW_GQ_EVERY_WARP
+#define MW_GQ_EVERY_WARP 0 /* 1: every idle warp pops (to compare) */
+#endif
+__device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
+  if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
+  mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
+  if (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) return MW_NONE;
+  const mw_u32 f = mw_gq_pop(c->st);
+  atomicExch(turn, 0u);
+  return f;
+}
+
 /* Sets frame f up for a new task: its join gets the next epoch and no bits. Returns the fref
  * its future slot carries (protocol.h). Lane 0, owning the free frame. */
 __device__ mw_u64 mw_frame_open(mw_ctx *c, mw_u32 f) {
@@ -3110,7 +3125,7 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
     mw_rec *r = mw_cta_claim(c, MW_PICK_STEAL, MW_REC_TAKEN);
     rp = (mw_u64)r;
     if (r && c->lane == 0) MW_WS(c)->steals++;
-    if (!r && c->lane == 0) f = mw_gq_pop(c->st);
+    if (!r && c->lane == 0) f = mw_gq_pop_cta(c);
   }
   *rec = (mw_rec *)rp;
   return mw_bcast(f);
