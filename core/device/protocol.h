@@ -564,7 +564,8 @@ typedef struct mw_level {
  * full.
  *   cell: 0 free; (sequence << 32) | (frame + 1) while posted; with MW_BOARD_GONE while removed.
  *   Post (lane 0 of a worker holding a reference on the frame): bulk_refs += 1 (the board's
- *     reference), then CAS 0 -> cell on a free cell (the sequence makes each post's cell value
+ *     reference); release (the frame's contents: the spawner may be this warp, whose bulk
+ *     record went no further than its CTA); then CAS 0 -> cell on a free cell (the sequence makes each post's cell value
  *     unique, so a joiner never mistakes a later post for the one it read).
  *   Join (lane 0 of an idle warp): read cell c; board_users[k] += 1; SC fence; read the cell
  *     again: the same c means the board's reference is still held and stays held until
@@ -572,8 +573,9 @@ typedef struct mw_level {
  *     safe; SC fence; board_users[k] -= 1. Otherwise board_users[k] -= 1 and nothing was touched.
  *   Remove (lane 0 of any worker leaving the task's instances, all of which are claimed by then,
  *     while it holds its own reference): CAS c -> c | MW_BOARD_GONE (one remover wins); SC fence;
- *     wait until board_users[k] is 0 (joiners between their two reads, a few atomics long); cell
- *     = 0; drop the board's reference (never the last: the remover holds one).
+ *     wait until board_users[k] is 0 (joiners between their two reads, a few atomics long); SC
+ *     fence; cell = 0; drop the board's reference (never the last: the remover holds one).
+ *   A joiner reads the frame after its SC fences, so the post's release is its acquire.
  * The two SC fences pair as a store-buffering pattern: a joiner either sees GONE on its second
  * read, or its users increment is seen by the remover's wait. Every worker that runs instances
  * removes at its exit, and the poster is one of them, so no cell outlives its task; at the stop

@@ -619,6 +619,7 @@ __device__ bool mw_board_post(mw_ctx *c, mw_u32 f) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   atomicAdd(&h->bulk_refs, 1u); /* the board's reference */
+  MW_FENCE(); /* release: the frame (the spawner may be this warp) before the cell shows it */
   const mw_u64 v = (mw_u64)(atomicAdd(&st->board_seq, 1u) & 0x7fffffffu) << 32 | (f + 1u);
   for (mw_u32 k = 0; k < MW_BOARD; ++k)
     if (mw_ld64(&st->board[k]) == 0 && mw_cas64(&st->board[k], 0ull, v) == 0ull) return true;
@@ -656,8 +657,8 @@ __device__ void mw_board_remove(mw_ctx *c, mw_u32 f) {
     if ((mw_u32)v != f + 1u || (v & MW_BOARD_GONE)) continue;
     if (mw_cas64(&st->board[k], v, v | MW_BOARD_GONE) != v) continue;
     __threadfence(); /* SC: pairs with the joiners' */
-    while (mw_ld32(&st->board_users[k])) {
-    }
+    while (mw_ld32(&st->board_users[k])) __nanosleep(32);
+    __threadfence(); /* the joiners' references before the board's is dropped */
     mw_st64(&st->board[k], 0ull);
     atomicSub(&mw_frame(c, f)->bulk_refs, 1u); /* the board's: never the last, ours is held */
   }
