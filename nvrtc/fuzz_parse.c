@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == 0) {
     for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
     mw__parsed *list[1] = {&p};
-    mw__gen_opts go = {opts & 1, (opts & 2) ? 1024u : 256u};
+    mw__gen_opts go = {opts & 1, (opts & 2) ? 1024u : 256u, (opts & 4) != 0};
     char *gen = mw__generate(list, 1, &go);
     free(gen);
     mw__parsed_free(&p);

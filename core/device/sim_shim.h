@@ -959,6 +959,19 @@ inline void __mw_sim_restart_on_divergence(void) {
   snprintf(w->fault, sizeof w->fault, "%s", msg);
   mw_sim::fault_exit(w);
 }
+/* A failed assert in lane code ends the warp as a fault that names the assertion and its place
+ * (the runtime puts the place in the user's terms) rather than printing it here: hidden, so it
+ * stands in for libc's within this object only. Outside a warp, libc's words and abort(). */
+extern "C" __attribute__((visibility("hidden"), noreturn)) void __assert_fail(
+    const char *expr, const char *file, unsigned int line, const char *fn) noexcept {
+  mw_sim::Warp *w = mw_sim::tls_warp;
+  if (!w) {
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, fn, expr);
+    abort();
+  }
+  snprintf(w->fault, sizeof w->fault, "assertion `%s' failed at %s:%u", expr, file, line);
+  mw_sim::fault_exit(w);
+}
 #undef MW_SIM_SITE
 
 /* ---- atomics: real ones across host threads, sequentially consistent ------------------------ */

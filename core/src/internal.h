@@ -22,7 +22,10 @@ typedef struct mw__backend_args {
   size_t errlen;
   /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
   int (*find_task)(void *ctx, uint32_t kind, const char **name, const char **file, int *line);
-  void *ctx; /* find_task's first argument */
+  /* sim: msg (the executor's) with the programs' canonical places put as the user's files and
+   * lines, into out (cut to cap); called by executor threads */
+  void (*user_places)(void *ctx, const char *msg, char *out, size_t cap);
+  void *ctx; /* find_task's and user_places' first argument */
 } mw__backend_args;
 
 /* What open found. */
@@ -181,5 +184,9 @@ void mw__put_error(char *err, size_t errlen, const char *fmt, ...)
 void mw__trace_free(mw_runtime *rt, int free_device);
 /* relaunches the executor after a device allocation where MOONWARP_RELAUNCH_AFTER_ALLOC=1 */
 void mw__relaunch_after_alloc(mw_runtime *rt);
+
+/* The loaded program that holds the task of kind (the task in *task when task is not NULL), or
+ * NULL. */
+const mw__parsed *mw__kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task);
 
 #endif
