@@ -1,6 +1,7 @@
 /* generate.c - turns parsed programs into one device translation unit: state-machine task bodies,
- * typed spawn functions, the dispatch switch and the executor entry, with #line directives so
- * compiler messages name the user's file and line; and puts those messages in the user's terms. */
+ * typed spawn functions, the dispatch switch and the executor entry, with #line directives (the
+ * user's file and lines, or canonical places that do not depend on where the source sits); and
+ * puts compiler and executor messages in the user's terms, places mapped to files and lines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
