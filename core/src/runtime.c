@@ -65,19 +65,11 @@ static const mw__backend_ops *pick_backend(const char *name, char *why, size_t w
   return NULL;
 }
 
-/* The parsed programs of progs[0..n), in load order: the list a source is generated from. */
-static int parsed_list(mw_program *const *progs, int n, mw__parsed **list) {
-  if (n > (int)MW_MAX_KINDS) n = (int)MW_MAX_KINDS;
-  for (int i = 0; i < n; ++i) list[i] = &progs[i]->parsed;
-  return n;
-}
-
-/* mw__backend_args.user_places: msg with the canonical places of the loaded programs put as
- * their files and lines (mw__user_places), into out. */
+/* mw__backend_args.user_places: msg with the canonical places of the running image's programs
+ * put as their files and lines (mw__user_places), into out. */
 static void user_places(void *ctx, const char *msg, char *out, size_t cap) {
   mw_runtime *rt = ctx;
-  mw__parsed *list[MW_MAX_KINDS];
-  char *m = mw__user_places(msg, list, parsed_list(rt->progs, rt->nprogs, list));
+  char *m = mw__user_places(msg, rt->run_progs, rt->run_nprogs);
   mw__copy_cut(out, cap, m ? m : msg);
   free(m);
 }
@@ -115,11 +107,11 @@ static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, si
 }
 
 const mw__parsed *mw__kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task) {
-  for (int i = 0; i < rt->nprogs; ++i)
-    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k)
-      if (rt->progs[i]->parsed.tasks[k].kind == kind) {
-        if (task) *task = &rt->progs[i]->parsed.tasks[k];
-        return &rt->progs[i]->parsed;
+  for (int i = 0; i < rt->run_nprogs; ++i)
+    for (int k = 0; k < rt->run_progs[i]->ntasks; ++k)
+      if (rt->run_progs[i]->tasks[k].kind == kind) {
+        if (task) *task = &rt->run_progs[i]->tasks[k];
+        return rt->run_progs[i];
       }
   return NULL;
 }
@@ -426,7 +418,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return rc;
   }
   mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
-                           .errlen = sizeof rt->err, .find_task = find_task, .user_places = user_places, .ctx = rt};
+                           .errlen = sizeof rt->err, .find_task = find_task,
+                           .user_places = user_places, .ctx = rt};
   mw__backend_info info = {0};
   rc = ops->open(&args, &rt->be, &info);
   if (rc) {
@@ -709,7 +702,7 @@ static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) 
  * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
 static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   mw__parsed *list[MW_MAX_KINDS];
-  parsed_list(rt->progs, nprogs, list);
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
   mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
   char *gen = mw__generate(list, nprogs, &go);
   mw__build_opts bo;
@@ -728,7 +721,11 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   uint32_t old_kinds = rt->state.nkinds;
   if (!rc) {
     rt->state.nkinds = nkinds;
-    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds;
+    /* the executor is stopped: its threads read none of this now; the image before held the
+     * programs but the last (nprogs is the loaded ones and the new one) */
+    memcpy(rt->run_progs, list, sizeof *list * (size_t)nprogs);
+    rt->run_nprogs = nprogs;
+    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds, rt->run_nprogs = nprogs - 1;
   }
   if (rc && stopped && !rt->faulted) {
     char why[sizeof rt->err];

@@ -281,7 +281,8 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
         fprintf(f, ",\"bulk\":true,\"first\":%u,\"count\":%u", e->arg, (unsigned)e->n);
       else if (e->arg) { /* the await's line, in the canonical places of the task's program */
         const mw__parsed *p = mw__kind_program(rt, e->kind, NULL);
-        fprintf(f, ",\"run\":\"resume\",\"resume_line\":%d", p ? mw__user_line(p, (int)e->arg) : (int)e->arg);
+        fprintf(f, ",\"run\":\"resume\",\"resume_line\":%d",
+                p ? mw__user_line(p, (int)e->arg) : (int)e->arg);
       }
       else
         fprintf(f, ",\"run\":\"start\"");
