@@ -49,9 +49,9 @@ static void put_quoted(mw__sb *b, const char *s) {
 }
 
 /* Where the lines of a program point: with canonical places (mw__gen_opts.canon), the program's
- * place name (MW_PLACE_PREFIX, its index, '>') and its lines counted from the source's first line, so that the source
- * compiles the same wherever it sits (the compile cache's key); mw__user_places maps them back.
- * Otherwise the user's file and lines themselves. */
+ * place name (MW_PLACE_PREFIX, its index, '>') and its lines counted from the source's first
+ * line, so that the source compiles the same wherever it sits (the compile cache's key);
+ * mw__user_places maps them back. Otherwise the user's file and lines themselves. */
 typedef struct place {
   const mw__parsed *p;
   int prog, canon;
@@ -606,7 +606,9 @@ char *mw__user_log(const char *log, const char *gen_path) {
 
 /* ---- canonical places in the user's terms ------------------------------------------------ */
 
-int mw__user_line(const mw__parsed *p, int line) { return line > 0 ? line + p->first_line - 1 : line; }
+int mw__user_line(const mw__parsed *p, int line) {
+  return line > 0 ? line + p->first_line - 1 : line;
+}
 
 /* the program index of a place name at s ("<mw-p3>"), its length in *len; -1 if none */
 static int place_at(const char *s, size_t *len) {

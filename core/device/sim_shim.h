@@ -28,9 +28,10 @@
  * not yet read by every lane). __activemask() is a sync point here: it waits until no lane can run
  * and returns the lanes waiting at the same __activemask call (an approximation of convergence).
  *
- * Faults. A SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT raised while the lanes of a warp run (a
- * failed assert, __trap(), a stack overflow, an uncaught C++ exception) abandons the warp:
- * mw_sim_run_warp returns -1 with a message and the process goes on. The lanes' stacks are reused;
+ * Faults. A SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT raised while the lanes of a warp run
+ * (abort(), __trap(), a stack overflow, an uncaught C++ exception), or a failed assert, abandons
+ * the warp: mw_sim_run_warp returns -1 with a message (an assert's names the assertion and its
+ * file and line) and the process goes on. The lanes' stacks are reused;
  * objects that lived on them are not destroyed, and a fault inside a libc call holding a lock (in
  * malloc, say) can leave that lock held.
  *
