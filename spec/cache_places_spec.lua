@@ -57,13 +57,14 @@ end
 local function rm_dir(dir) os.execute("rm -rf " .. q(dir)) end
 
 -- Writes dir/rel: a script that compiles `source` (given without a chunkname, so the compile
--- finds it in the script) on the runtime it is given, its first line `pad` + 3 of the script.
-local function write_script(dir, rel, pad, source)
+-- finds it in the script) on the runtime it is given, its first line `pad` + 3 of the script;
+-- options: Lua source of the compile's options table, if any.
+local function write_script(dir, rel, pad, source, options)
   assert(os.execute("mkdir -p " .. q((dir .. "/" .. rel):match("^(.*)/"))) == 0)
   local f = assert(io.open(dir .. "/" .. rel, "w"))
   -- not a tail call: the compile looks at its caller
   f:write("local rt = ...\n", ("-- padding\n"):rep(pad), "local p, err, code = rt:compile([[\n",
-    source, "]])\nreturn p, err, code\n")
+    source, "]]", options and ", " .. options or "", ")\nreturn p, err, code\n")
   f:close()
 end
 
@@ -175,24 +176,29 @@ describe("sim's messages from a build made elsewhere #sim", function()
     cache = dir .. "/cache"
     old_cache = os.getenv("MOONWARP_CACHE_DIR")
     support.setenv("MOONWARP_CACHE_DIR", cache)
-    for _, place in ipairs(PLACES) do write_script(dir, place.rel, place.pad, SRC) end
+    for _, place in ipairs(PLACES) do
+      write_script(dir, place.rel, place.pad, SRC)
+      write_script(dir, "g/" .. place.rel, place.pad, SRC, "{ debug = true }")
+    end
   end)
   teardown(function()
     support.setenv("MOONWARP_CACHE_DIR", old_cache)
     rm_dir(dir)
   end)
 
-  -- each place on a runtime of its own (the second loads the first's build), and both on one
-  for _, together in ipairs { false, true } do
-    it("name each place's own file and lines" .. (together and " (one runtime)" or ""), function()
-      local shared = together and support.runtime("sim")
+  -- each place on a runtime of its own (the second loads the first's build), both on one, and
+  -- each built for a debugger (which names the user's places itself)
+  for _, how in ipairs { "alone", "one runtime", "debug" } do
+    it("name each place's own file and lines (" .. how .. ")", function()
+      local shared = how == "one runtime" and support.runtime("sim")
       for _, place in ipairs(PLACES) do
         local rt = shared or support.runtime("sim")
-        local p = assert(compile_at(rt, dir, place.rel))
+        local rel = (how == "debug" and "g/" or "") .. place.rel
+        local p = assert(compile_at(rt, dir, rel))
         -- a divergence across call sites: both lanes' lines
         local err = support.error_of(function() return p.t(0):await(30) end)
-        assert.truthy(err:find(place.rel .. ":" .. line_in(place, 5), 1, true), err)
-        assert.truthy(err:find(place.rel .. ":" .. line_in(place, 7), 1, true), err)
+        assert.truthy(err:find(rel .. ":" .. line_in(place, 5), 1, true), err)
+        assert.truthy(err:find(rel .. ":" .. line_in(place, 7), 1, true), err)
         -- a spawn whose arguments differ between lanes: its line
         err = support.error_of(function() return p.s(0):await(30) end)
         assert.equals("s: spawn with different arguments per lane at line " .. line_in(place, 13),

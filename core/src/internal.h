@@ -159,6 +159,7 @@ struct mw_runtime {
    * indices): what executor threads read (mw__backend_args), changed only while it is stopped */
   mw__parsed *run_progs[MW_MAX_KINDS];
   int run_nprogs;
+  int run_canon; /* its lines are canonical places (mw__gen_opts.canon) */
   uint32_t nkinds;
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;
@@ -189,8 +190,8 @@ void mw__trace_free(mw_runtime *rt, int free_device);
 /* relaunches the executor after a device allocation where MOONWARP_RELAUNCH_AFTER_ALLOC=1 */
 void mw__relaunch_after_alloc(mw_runtime *rt);
 
-/* The program of the running image that holds the task of kind (the task in *task when task is
- * not NULL), or NULL. Safe on executor threads. */
-const mw__parsed *mw__kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task);
+/* The line of the user's file that line of the running image's code of task kind is (a line
+ * that the executor reports, as an await's resume point). */
+int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line);
 
 #endif

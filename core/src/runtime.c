@@ -92,9 +92,15 @@ static const mw__parsed *program_of_task(const mw_runtime *rt, const char *name,
   return first;
 }
 
-/* A task's failure message with the executor's line (MW_DIVERGED_AT, counted in the canonical
- * places of the task's program: "t: spawn ... at line 3") put as the line of the user's file;
- * kind is the task whose result it is (the failing task t, or one that awaited it). */
+/* The line of p's file that line of the running image's code of p is: its lines are counted in
+ * canonical places unless the image was built for a debugger (mw__gen_opts.canon). */
+static int image_line(const mw_runtime *rt, const mw__parsed *p, int line) {
+  return rt->run_canon ? mw__user_line(p, line) : line;
+}
+
+/* A task's failure message with the executor's line (MW_DIVERGED_AT: "t: spawn ... at line 3")
+ * put as the line of the user's file; kind is the task whose result it is (the failing task t,
+ * or one that awaited it). */
 static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
   const char *at = strstr(msg, MW_DIVERGED_AT), *colon = strstr(msg, ": ");
   if (!at || !colon || colon > at) return;
@@ -103,10 +109,12 @@ static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, si
   long line = strtol(at + strlen(MW_DIVERGED_AT), &end, 10);
   if (!p || *end || line <= 0 || line > 100000000) return;
   size_t pos = (size_t)(at - msg) + strlen(MW_DIVERGED_AT);
-  snprintf(msg + pos, cap - pos, "%d", mw__user_line(p, (int)line));
+  snprintf(msg + pos, cap - pos, "%d", image_line(rt, p, (int)line));
 }
 
-const mw__parsed *mw__kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task) {
+/* The program of the running image that holds the task of kind (the task in *task when task is
+ * not NULL), or NULL. Safe on executor threads. */
+static const mw__parsed *kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task) {
   for (int i = 0; i < rt->run_nprogs; ++i)
     for (int k = 0; k < rt->run_progs[i]->ntasks; ++k)
       if (rt->run_progs[i]->tasks[k].kind == kind) {
@@ -116,10 +124,15 @@ const mw__parsed *mw__kind_program(const mw_runtime *rt, uint32_t kind, const mw
   return NULL;
 }
 
+int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line) {
+  const mw__parsed *p = kind_program(rt, kind, NULL);
+  return p ? image_line(rt, p, line) : line;
+}
+
 /* mw__backend_args.find_task: the task of kind among the loaded programs. */
 static int find_task(void *ctx, uint32_t kind, const char **name, const char **file, int *line) {
   const mw__task *tk;
-  const mw__parsed *p = mw__kind_program(ctx, kind, &tk);
+  const mw__parsed *p = kind_program(ctx, kind, &tk);
   if (!p) return 0;
   *name = tk->name;
   *file = p->file;
@@ -702,8 +715,11 @@ static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) 
  * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
 static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   mw__parsed *list[MW_MAX_KINDS];
-  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  int debug = 0;
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed, debug |= rt->progs[i]->debug;
+  /* canonical places (the cache's key leaves out where the sources sit), but a build for a
+   * debugger names the user's files and lines: the debugger shows them */
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, !debug};
   char *gen = mw__generate(list, nprogs, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
@@ -723,9 +739,15 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
     rt->state.nkinds = nkinds;
     /* the executor is stopped: its threads read none of this now; the image before held the
      * programs but the last (nprogs is the loaded ones and the new one) */
+    int old_canon = rt->run_canon;
     memcpy(rt->run_progs, list, sizeof *list * (size_t)nprogs);
     rt->run_nprogs = nprogs;
-    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds, rt->run_nprogs = nprogs - 1;
+    rt->run_canon = go.canon;
+    if ((rc = start_executor(rt))) {
+      rt->state.nkinds = old_kinds;
+      rt->run_nprogs = nprogs - 1;
+      rt->run_canon = old_canon;
+    }
   }
   if (rc && stopped && !rt->faulted) {
     char why[sizeof rt->err];

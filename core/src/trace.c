@@ -279,11 +279,9 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
               MW_FUT_GEN(e->fut));
       if (e->n)
         fprintf(f, ",\"bulk\":true,\"first\":%u,\"count\":%u", e->arg, (unsigned)e->n);
-      else if (e->arg) { /* the await's line, in the canonical places of the task's program */
-        const mw__parsed *p = mw__kind_program(rt, e->kind, NULL);
+      else if (e->arg)
         fprintf(f, ",\"run\":\"resume\",\"resume_line\":%d",
-                p ? mw__user_line(p, (int)e->arg) : (int)e->arg);
-      }
+                mw__kind_line(rt, e->kind, (int)e->arg));
       else
         fprintf(f, ",\"run\":\"start\"");
       fprintf(f, ",\"end\":\"%s\"}}", e->end < 4 ? end_names[e->end] : "?");
