@@ -1,7 +1,7 @@
 /* fuzz_parse.c - a libFuzzer target for the task-declaration parser and the source generator:
  * any input gives a program or a "file:line: message" error, never a crash, a leak or
- * undefined behaviour; the same input read as a compiler's log is put in the user's terms
- * without fault. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer). */
+ * undefined behaviour; the same input read as a compiler's log (or an executor's message) is
+ * put in the user's terms without fault. Built and run by scripts/fuzz.sh (clang, -fsanitize=fuzzer). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == 0) {
     for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
     mw__parsed *list[1] = {&p};
-    mw__gen_opts go = {opts & 1, (opts & 2) ? 1024u : 256u};
+    mw__gen_opts go = {opts & 1, (opts & 2) ? 1024u : 256u, (opts & 8) != 0};
     char *gen = mw__generate(list, 1, &go);
     free(gen);
+    free(mw__user_places(src, list, 1));
     mw__parsed_free(&p);
   } else if (!memchr(err, ':', sizeof err)) {
     abort(); /* an error must say where */

@@ -1,6 +1,7 @@
 /* generate.c - turns parsed programs into one device translation unit: state-machine task bodies,
- * typed spawn functions, the dispatch switch and the executor entry, with #line directives so
- * compiler messages name the user's file and line; and puts those messages in the user's terms. */
+ * typed spawn functions, the dispatch switch and the executor entry, with #line directives (the
+ * user's file and lines, or canonical places that do not depend on where the source sits); and
+ * puts compiler and executor messages in the user's terms, places mapped to files and lines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,24 @@ static void put_quoted(mw__sb *b, const char *s) {
   mw__sb_puts(b, "\"");
 }
 
-static void put_line(mw__sb *b, int line, const char *file) {
-  mw__sb_printf(b, "\n#line %d ", line);
-  put_quoted(b, file);
+/* Where the lines of a program point: with canonical places (mw__gen_opts.canon), the program's
+ * place name (MW_PLACE_PREFIX, its index, '>') and its lines counted from the source's first
+ * line, so that the source compiles the same wherever it sits (the compile cache's key);
+ * mw__user_places maps them back. Otherwise the user's file and lines themselves. */
+typedef struct place {
+  const mw__parsed *p;
+  int prog, canon;
+} place;
+
+/* the file name of the program's lines, a C string literal */
+static void put_file(mw__sb *b, const place *at) {
+  if (at->canon) mw__sb_printf(b, "\"" MW_PLACE_PREFIX "%d>\"", at->prog);
+  else put_quoted(b, at->p->file);
+}
+
+static void put_line(mw__sb *b, const place *at, int line) {
+  mw__sb_printf(b, "\n#line %d ", at->canon ? line - at->p->first_line + 1 : line);
+  put_file(b, at);
   mw__sb_puts(b, "\n");
 }
 
@@ -87,7 +103,9 @@ static int brace_depth(const char *s, const char *e, int depth, int *state) {
  * closes the namespace around it, so the header is read at file scope in its place (under the
  * #if it is in, after the macros defined before it); pass 1 puts, before the namespace, the
  * #includes inside braces (an extern "C" block), which cannot be read where they are. */
-static void put_helpers(mw__sb *b, const mw__parsed *p, int prog, int pass) {
+static void put_helpers(mw__sb *b, const place *at, int pass) {
+  const mw__parsed *p = at->p;
+  int prog = at->prog;
   size_t n = strlen(p->src);
   char *h = mw__strndup(p->src, n);
   if (!h) {
@@ -97,7 +115,7 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int prog, int pass) {
   for (int i = 0; i < p->ntasks; ++i)
     for (size_t k = p->tasks[i].decl_start; k <= p->tasks[i].decl_end && k < n; ++k)
       if (h[k] != '\n') h[k] = ' ';
-  put_line(b, p->first_line, p->file);
+  put_line(b, at, p->first_line);
   char *line = h;
   int depth = 0, state = 0, ln = p->first_line;
   while (line && *line) {
@@ -116,10 +134,10 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int prog, int pass) {
       else mw__sb_puts(b, nl ? "\n" : "");
     } else if (is_inc && depth == 0) {
       mw__sb_printf(b, "} /* namespace mw_p%d */\n", prog);
-      put_line(b, ln, p->file);
+      put_line(b, at, ln);
       mw__sb_put(b, line, len);
       mw__sb_printf(b, "%snamespace mw_p%d {", nl ? "" : "\n", prog);
-      put_line(b, ln + 1, p->file);
+      put_line(b, at, ln + 1);
     } else if (is_inc) {
       mw__sb_puts(b, nl ? "\n" : ""); /* hoisted by pass 1 */
     } else {
@@ -135,15 +153,16 @@ static void put_helpers(mw__sb *b, const mw__parsed *p, int prog, int pass) {
 /* The program's defines (mw_compile_desc): each refused where a macro of its name exists
  * already (the runtime's headers, a program loaded before), then defined; the lines point at
  * the program's first line. */
-static void put_defines(mw__sb *b, const mw__parsed *p) {
+static void put_defines(mw__sb *b, const place *at) {
+  const mw__parsed *p = at->p;
   for (int i = 0; i < p->ndefines; ++i) {
     mw__sb_printf(b, "\n#ifdef %s", p->def_names[i]);
-    put_line(b, p->first_line, p->file);
+    put_line(b, at, p->first_line);
     mw__sb_printf(b,
                   "#error option 'defines': '%s' is a macro already where this program starts "
                   "(of the runtime's headers or a program loaded before)\n#endif",
                   p->def_names[i]);
-    put_line(b, p->first_line, p->file);
+    put_line(b, at, p->first_line);
     mw__sb_printf(b, "#define %s %s\n", p->def_names[i], p->def_values[i]);
   }
 }
@@ -153,9 +172,9 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
   for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
-static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
   mw__sb_printf(b, "\n/* task %s (kind %u) */\nstruct mw_args_%s {", t->name, t->kind, t->name);
-  put_line(b, t->line, p->file);
+  put_line(b, at, t->line);
   /* a future parameter is read-only: the task holds it until it finishes (protocol.h) */
   for (int k = 0; k < t->nparams; ++k)
     mw__sb_printf(b, "  %s%s;\n", t->params[k].type == MW_T_FUTURE ? "const " : "",
@@ -172,7 +191,7 @@ static void put_task_decls(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   mw__sb_printf(b, "struct mw_frame_%s : mw_args_%s {\n  typedef %s _mw_ret_t;\n", t->name,
                 t->name, t->ret_txt);
   for (int k = 0; k < t->nlocals; ++k) {
-    put_line(b, t->locals[k].line, p->file);
+    put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
   mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c);\n};\n");
@@ -258,13 +277,14 @@ static void put_dispatch_case(mw__sb *b, int prog, const mw__task *t) {
                   t->kind, prog, t->name);
 }
 
-static void put_task_body(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
+  const mw__parsed *p = at->p;
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
                 "  (void)lane;\n  (void)index;\n  switch (_mw_resume(_c)) {\n  case 0:;",
                 t->name, t->name);
-  put_line(b, t->body_line, p->file);
+  put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
   while (col > 0 && p->src[col - 1] != '\n') --col;
@@ -307,13 +327,14 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
                   "__device__ __forceinline__ mw_u64 _mw_handle(future _mw_f) { return _mw_f.h; }\n");
   for (int i = 0; i < nprogs; ++i) {
     const mw__parsed *p = progs[i];
-    put_defines(&b, p);
-    put_helpers(&b, p, i, 1);
+    place at = {p, i, opts->canon};
+    put_defines(&b, &at);
+    put_helpers(&b, &at, 1);
     mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_p%d {\n", i);
-    put_helpers(&b, p, i, 0);
+    put_helpers(&b, &at, 0);
     mw__sb_puts(&b, "\n#line 1 \"<moonwarp>\"\n");
-    for (int k = 0; k < p->ntasks; ++k) put_task_decls(&b, p, &p->tasks[k]);
-    for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, p, &p->tasks[k]);
+    for (int k = 0; k < p->ntasks; ++k) put_task_decls(&b, &at, &p->tasks[k]);
+    for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, &at, &p->tasks[k]);
     mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_p%d */\n", i);
     put_undefs(&b, p);
   }
@@ -341,6 +362,18 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
       mw__sb_printf(&b, "  case %uu: return \"%s\";\n", progs[i]->tasks[k].kind,
                     progs[i]->tasks[k].name);
   mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
+  if (opts->sim) { /* the file of a kind's lines: the sim's convergence check names places */
+    mw__sb_puts(&b, "__device__ const char *mw_kind_file(mw_u32 kind) {\n  switch (kind) {\n");
+    for (int i = 0; i < nprogs; ++i) {
+      place at = {progs[i], i, opts->canon};
+      for (int k = 0; k < progs[i]->ntasks; ++k) {
+        mw__sb_printf(&b, "  case %uu: return ", progs[i]->tasks[k].kind);
+        put_file(&b, &at);
+        mw__sb_puts(&b, ";\n");
+      }
+    }
+    mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
+  }
   /* one step of a task body, on its frame in the lane stacks */
   mw__sb_puts(&b, "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
   for (int i = 0; i < nprogs; ++i)
@@ -568,5 +601,45 @@ char *mw__user_log(const char *log, const char *gen_path) {
     mw__sb_puts(&b, "note: value(f) converts to every arithmetic type; where more than one would "
                     "do (a switch, an overloaded function such as max or sqrt) say which with a "
                     "cast, as in (long)value(f)\n");
+  return mw__sb_take(&b);
+}
+
+/* ---- canonical places in the user's terms ------------------------------------------------ */
+
+int mw__user_line(const mw__parsed *p, int line) {
+  return line > 0 ? line + p->first_line - 1 : line;
+}
+
+/* the program index of a place name at s ("<mw-p3>"), its length in *len; -1 if none */
+static int place_at(const char *s, size_t *len) {
+  size_t n = strlen(MW_PLACE_PREFIX), k = n;
+  if (strncmp(s, MW_PLACE_PREFIX, n) || s[k] < '0' || s[k] > '9') return -1;
+  int idx = 0;
+  for (; s[k] >= '0' && s[k] <= '9' && idx < 100000; ++k) idx = idx * 10 + (s[k] - '0');
+  if (s[k] != '>') return -1;
+  *len = k + 1;
+  return idx;
+}
+
+char *mw__user_places(const char *text, mw__parsed *const *progs, int nprogs) {
+  mw__sb b = {0};
+  while (*text) {
+    size_t len = 0;
+    int idx = place_at(text, &len);
+    if (idx < 0 || idx >= nprogs) {
+      mw__sb_put(&b, text++, 1);
+      continue;
+    }
+    const mw__parsed *p = progs[idx];
+    mw__sb_puts(&b, p->file);
+    text += len;
+    char open = *text, *end = NULL;
+    long line = 0;
+    if ((open == ':' || open == '(') && text[1] >= '0' && text[1] <= '9') line = strtol(text + 1, &end, 10);
+    if (end && (open == ':' || *end == ')') && line > 0 && line < 100000000) {
+      mw__sb_printf(&b, "%c%d", open, mw__user_line(p, (int)line));
+      text = end;
+    }
+  }
   return mw__sb_take(&b);
 }

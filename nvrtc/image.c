@@ -17,6 +17,22 @@
 #include "moonwarp.h"
 #include "util.h"
 
+/* The compiler's log (malloc'd, taken) in the user's terms: a failed compile's put as the task
+ * code writes it (mw__user_log, gen_path the file the compiler was given); any with the
+ * canonical places of req's programs put as the user's files and lines. */
+static char *user_terms(const mw__image_req *req, char *log, const char *gen_path, int failed) {
+  char *out;
+  if (failed && log && *log && (out = mw__user_log(log, gen_path))) {
+    free(log);
+    log = out;
+  }
+  if (req->nprogs && log && (out = mw__user_places(log, req->progs, req->nprogs))) {
+    free(log);
+    log = out;
+  }
+  return log;
+}
+
 /* ---- the host C++ compiler (the sim backend's images) ---------------------------------------- */
 
 #ifndef MW_SIM_CXX
@@ -153,16 +169,12 @@ static int host_compile(const mw__image_req *req, void **data, size_t *size, cha
     int st = run_compiler(cpp, so, logp, req->bo);
     char *log = NULL;
     mw__read_file(logp, &log, NULL);
+    log = user_terms(req, log, cpp, st != 0 && st != -2);
     if (st == -2) {
       snprintf(err, errlen, "the C++ compiler (%s) took longer than %.0f s and was stopped",
                host_cxx(), HOST_COMPILE_TIMEOUT_S);
       rc = MW_ETIMEDOUT;
     } else if (st != 0) {
-      char *user = log && *log ? mw__user_log(log, cpp) : NULL;
-      if (user) {
-        free(log);
-        log = user;
-      }
       snprintf(err, errlen, "%s%s", log && *log ? log : "the C++ compiler failed: ",
                log && *log ? "" : host_cxx());
       rc = st == -1 ? MW_ENODEV : MW_ECOMPILE;
@@ -254,12 +266,8 @@ static int nvrtc_compile(const mw__image_req *req, const char *const *opts, int 
   char *log = NULL;
   int rc = mw__nvrtc_compile(req->source, "moonwarp.cu", req->arch, opts, nopts, data, size,
                              &is_cubin, &log);
+  log = user_terms(req, log, "moonwarp.cu", rc != 0);
   if (rc) {
-    char *user = log ? mw__user_log(log, "moonwarp.cu") : NULL;
-    if (user) {
-      free(log);
-      log = user;
-    }
     snprintf(err, errlen, "%s", log ? log : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
   }
   if (log_out) *log_out = log;

@@ -15,6 +15,10 @@ typedef struct mw__image_req {
   int arch;                 /* NVRTC: the device's compute capability (90 for sm_90) */
   /* 1: no cache, no dump, none of the environment's executor options (mw_compile_cubin) */
   int offline;
+  /* the programs the source was generated from with canonical places (mw__gen_opts.canon):
+   * the compiler's messages name their files and lines (mw__user_places); 0: none */
+  mw__parsed *const *progs;
+  int nprogs;
 } mw__image_req;
 
 /* An image and where it came from. */

@@ -60,7 +60,14 @@ void mw__parsed_free(mw__parsed *p);
 typedef struct mw__gen_opts {
   int sim;              /* generate for the sim backend (host C++) */
   uint32_t frame_bytes; /* frame size, header included */
+  /* 1: canonical places: each program's lines are named MW_PLACE_PREFIX, its index, '>', and
+   * counted from its source's first line, so the generated source does not depend on where the
+   * source sits (the compile cache's key); mw__user_places and mw__user_line map them back.
+   * 0: the user's file and lines themselves (a source for people to read) */
+  int canon;
 } mw__gen_opts;
+
+#define MW_PLACE_PREFIX "<mw-p"
 
 /* Generates one translation unit from all programs loaded on a runtime: the embedded device
  * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
@@ -71,6 +78,13 @@ char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opt
  * notes about the generated code (gen_path, the file the compiler was given) left out. Returns a
  * malloc'd string or NULL on OOM. */
 char *mw__user_log(const char *log, const char *gen_path);
+/* text (a compiler's log, an executor's message) with each canonical place of progs (the list
+ * the source was generated from) put as the user's: "<mw-p0>:3" and "<mw-p0>(3)" as the
+ * program's file and the line there, a bare "<mw-p0>" as the file. Returns a malloc'd string or
+ * NULL on OOM. */
+char *mw__user_places(const char *text, mw__parsed *const *progs, int nprogs);
+/* The line of p's file that line of its canonical places is (lines below 1 stay as they are). */
+int mw__user_line(const mw__parsed *p, int line);
 /* Bytes of each lane's stack of inline frames for frames of frame_bytes (header included). */
 unsigned mw__lane_stack_bytes(unsigned frame_bytes);
 

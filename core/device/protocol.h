@@ -152,6 +152,10 @@ enum mw_fail_code {
 };
 
 #define MW_MSG_BYTES 96
+/* The failure of a spawn or await whose lanes passed different arguments (sim): "<task>: spawn"
+ * MW_DIVERGED_AT "<line>", the line counted in the program's canonical places, which the host
+ * puts as the line of the user's file. */
+#define MW_DIVERGED_AT " with different arguments per lane at line "
 
 typedef struct mw_slot {
   mw_u64 ctl;     /* see above; changed by atomicCAS / atomicExch (plain store: private) */

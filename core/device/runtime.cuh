@@ -21,7 +21,7 @@
 
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
-#define MW_CONVERGE(what, line, key) __mw_sim_converge(MW_FULL, what, line, key)
+#define MW_CONVERGE(site, line, key) __mw_sim_converge(MW_FULL, site, line, key)
 #define MW_FENCE() __threadfence()
 #define MW_FENCE_CTA() __threadfence_block()
 #else
@@ -31,7 +31,7 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
   return t;
 }
 #define MW_GLOBALTIMER() mw_globaltimer_dev()
-#define MW_CONVERGE(what, line, key) 0
+#define MW_CONVERGE(site, line, key) 0
 /* release or acquire with the volatile/atomic access next to it (protocol.h, vocabulary); where
  * a store must be ordered before a later load of other threads' data, __threadfence() (SC) */
 #define MW_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
@@ -166,6 +166,9 @@ __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
 __device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *frame); /* MW_KIND_LEAF kinds only */
 __device__ const mw_kind_info *mw_kind(mw_u32 kind);
 __device__ const char *mw_kind_name(mw_u32 kind);
+#ifdef MW_SIM
+__device__ const char *mw_kind_file(mw_u32 kind); /* the file name of its lines (#line) */
+#endif
 
 /* ---- probes (cuda, MOONWARP_PROBES=1 at compile time): where a warp's cycles go --------------
  * MW_PROBE(id) times the rest of its scope in lane 0 (clock64) into a per-warp table in shared
@@ -1461,7 +1464,7 @@ __device__ void mw_fail(mw_ctx *c, int code, const char *msg) {
 __device__ const char *mw_divergence_msg(mw_ctx *c, const char *what, int line) {
   char *m = c->msgbuf;
   int n = 0;
-  const char *parts[] = {what, " with different arguments per lane at line "};
+  const char *parts[] = {what, MW_DIVERGED_AT};
   for (int p = 0; p < 2; ++p)
     for (const char *s = parts[p]; *s && n < 50; ++s) m[n++] = *s;
   char digits[12];
@@ -1474,7 +1477,8 @@ __device__ const char *mw_divergence_msg(mw_ctx *c, const char *what, int line) 
 }
 
 __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
-  if (MW_CONVERGE(what, line, key)) {
+  /* the call site: the file (sim: the running task's, mw_kind_file) and line of the code */
+  if (MW_CONVERGE(mw_kind_file(c->kind), line, key)) {
     mw_fail(c, MW_FAIL_DIVERGED, mw_divergence_msg(c, what, line));
     return true;
   }

@@ -28,9 +28,10 @@
  * not yet read by every lane). __activemask() is a sync point here: it waits until no lane can run
  * and returns the lanes waiting at the same __activemask call (an approximation of convergence).
  *
- * Faults. A SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT raised while the lanes of a warp run (a
- * failed assert, __trap(), a stack overflow, an uncaught C++ exception) abandons the warp:
- * mw_sim_run_warp returns -1 with a message and the process goes on. The lanes' stacks are reused;
+ * Faults. A SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT raised while the lanes of a warp run
+ * (abort(), __trap(), a stack overflow, an uncaught C++ exception), or a failed assert, abandons
+ * the warp: mw_sim_run_warp returns -1 with a message (an assert's names the assertion and its
+ * file and line) and the process goes on. The lanes' stacks are reused;
  * objects that lived on them are not destroyed, and a fault inside a libc call holding a lock (in
  * malloc, say) can leave that lock held.
  *
@@ -957,6 +958,19 @@ inline void __mw_sim_restart_on_divergence(void) {
   mw_sim::Warp *w = mw_sim::tls_warp;
   if (!w) abort();
   snprintf(w->fault, sizeof w->fault, "%s", msg);
+  mw_sim::fault_exit(w);
+}
+/* A failed assert in lane code ends the warp as a fault that names the assertion and its place
+ * (the runtime puts the place in the user's terms) rather than printing it here: hidden, so it
+ * stands in for libc's within this object only. Outside a warp, libc's words and abort(). */
+extern "C" __attribute__((visibility("hidden"), noreturn)) void __assert_fail(
+    const char *expr, const char *file, unsigned int line, const char *fn) noexcept {
+  mw_sim::Warp *w = mw_sim::tls_warp;
+  if (!w) {
+    fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, fn, expr);
+    abort();
+  }
+  snprintf(w->fault, sizeof w->fault, "assertion `%s' failed at %s:%u", expr, file, line);
   mw_sim::fault_exit(w);
 }
 #undef MW_SIM_SITE

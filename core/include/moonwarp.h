@@ -161,7 +161,8 @@ typedef struct mw_task_info {
 } mw_task_info;
 
 typedef struct mw_compile_desc {
-  const char *filename; /* for #line directives and messages; NULL = "<string>" */
+  const char *filename; /* for messages (and #line directives of mw_compile_cubin and debug
+                         * builds); NULL = "<string>" */
   const char *arch;     /* "sm_90" etc.; NULL = the device's own */
   int first_line;       /* line of filename where the source starts; 0 = 1 */
   /* Preprocessor macros of this program only: ndefines strings "NAME" (defined as 1) or

@@ -37,6 +37,7 @@ typedef struct sim_be {
   char *err; /* mw__backend_args.err */
   size_t errlen;
   int (*find_task)(void *, uint32_t, const char **, const char **, int *); /* mw__backend_args */
+  void (*user_places)(void *, const char *, char *, size_t);                 /* mw__backend_args */
   void *ctx;
   uint64_t state_dev; /* of the last launch */
   int abandoned;      /* its threads may still run: close leaves everything to them */
@@ -59,6 +60,7 @@ static int sim_open(const mw__backend_args *a, mw__backend **out, mw__backend_in
   be->err = a->err;
   be->errlen = a->errlen;
   be->find_task = a->find_task;
+  be->user_places = a->user_places;
   be->ctx = a->ctx;
   pthread_mutex_init(&be->lock, NULL);
   *out = (mw__backend *)be;
@@ -206,6 +208,15 @@ static void running_task(sim_be *be, mw_state *st, unsigned warp, char *out, siz
     snprintf(out, cap, ", running task %s (%s:%d)", name, file, line);
 }
 
+/* The executor's message msg in the user's terms (mw__backend_args.user_places) into out, which
+ * may be msg itself. */
+static void user_places(sim_be *be, const char *msg, char *out, size_t cap) {
+  char in[512];
+  snprintf(in, sizeof in, "%s", msg);
+  if (be->user_places) be->user_places(be->ctx, in, out, cap);
+  else mw__copy_cut(out, cap, in);
+}
+
 static void *warp_main(void *arg) {
   sim_thread *t = arg;
   sim_be *be = t->be;
@@ -217,8 +228,9 @@ static void *warp_main(void *arg) {
   /* -2: the lanes diverged (or a fault elsewhere stopped the task); the warp starts over and
    * fails the task it was running */
   while ((rc = be->cur.run_warp(be->cur.kernel, st, t->warp, be->nthreads, err, sizeof err)) == -2)
-    mw__copy_cut(st->workers[t->warp].abort_msg, MW_MSG_BYTES, err);
+    user_places(be, err, st->workers[t->warp].abort_msg, MW_MSG_BYTES);
   if (rc) {
+    user_places(be, err, err, sizeof err);
     char task[256];
     running_task(be, st, t->warp, task, sizeof task);
     pthread_mutex_lock(&be->lock);

@@ -22,7 +22,10 @@ typedef struct mw__backend_args {
   size_t errlen;
   /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
   int (*find_task)(void *ctx, uint32_t kind, const char **name, const char **file, int *line);
-  void *ctx; /* find_task's first argument */
+  /* sim: msg (the executor's) with the programs' canonical places put as the user's files and
+   * lines, into out (cut to cap); called by executor threads */
+  void (*user_places)(void *ctx, const char *msg, char *out, size_t cap);
+  void *ctx; /* find_task's and user_places' first argument */
 } mw__backend_args;
 
 /* What open found. */
@@ -152,6 +155,11 @@ struct mw_runtime {
   /* programs and buffers */
   mw_program **progs;
   int nprogs;
+  /* the programs of the image the executor runs, as it was generated (the canonical places'
+   * indices): what executor threads read (mw__backend_args), changed only while it is stopped */
+  mw__parsed *run_progs[MW_MAX_KINDS];
+  int run_nprogs;
+  int run_canon; /* its lines are canonical places (mw__gen_opts.canon) */
   uint32_t nkinds;
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;
@@ -181,5 +189,9 @@ void mw__put_error(char *err, size_t errlen, const char *fmt, ...)
 void mw__trace_free(mw_runtime *rt, int free_device);
 /* relaunches the executor after a device allocation where MOONWARP_RELAUNCH_AFTER_ALLOC=1 */
 void mw__relaunch_after_alloc(mw_runtime *rt);
+
+/* The line of the user's file that line of the running image's code of task kind is (a line
+ * that the executor reports, as an await's resume point). */
+int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line);
 
 #endif

@@ -65,20 +65,79 @@ static const mw__backend_ops *pick_backend(const char *name, char *why, size_t w
   return NULL;
 }
 
+/* mw__backend_args.user_places: msg with the canonical places of the running image's programs
+ * put as their files and lines (mw__user_places), into out. */
+static void user_places(void *ctx, const char *msg, char *out, size_t cap) {
+  mw_runtime *rt = ctx;
+  char *m = mw__user_places(msg, rt->run_progs, rt->run_nprogs);
+  mw__copy_cut(out, cap, m ? m : msg);
+  free(m);
+}
+
+/* The program that holds a task named name, of the given length: the one of kind when it has
+ * such a task, else the first loaded that does; NULL if none. */
+static const mw__parsed *program_of_task(const mw_runtime *rt, const char *name, size_t len,
+                                         uint32_t kind) {
+  const mw__parsed *first = NULL;
+  for (int i = 0; i < rt->nprogs; ++i) {
+    const mw__parsed *p = &rt->progs[i]->parsed;
+    int named = 0, has_kind = 0;
+    for (int k = 0; k < p->ntasks; ++k) {
+      named |= strlen(p->tasks[k].name) == len && !strncmp(p->tasks[k].name, name, len);
+      has_kind |= p->tasks[k].kind == kind;
+    }
+    if (named && has_kind) return p;
+    if (named && !first) first = p;
+  }
+  return first;
+}
+
+/* The line of p's file that line of the running image's code of p is: its lines are counted in
+ * canonical places unless the image was built for a debugger (mw__gen_opts.canon). */
+static int image_line(const mw_runtime *rt, const mw__parsed *p, int line) {
+  return rt->run_canon ? mw__user_line(p, line) : line;
+}
+
+/* A task's failure message with the executor's line (MW_DIVERGED_AT: "t: spawn ... at line 3")
+ * put as the line of the user's file; kind is the task whose result it is (the failing task t,
+ * or one that awaited it). */
+static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
+  const char *at = strstr(msg, MW_DIVERGED_AT), *colon = strstr(msg, ": ");
+  if (!at || !colon || colon > at) return;
+  const mw__parsed *p = program_of_task(rt, msg, (size_t)(colon - msg), kind);
+  char *end;
+  long line = strtol(at + strlen(MW_DIVERGED_AT), &end, 10);
+  if (!p || *end || line <= 0 || line > 100000000) return;
+  size_t pos = (size_t)(at - msg) + strlen(MW_DIVERGED_AT);
+  snprintf(msg + pos, cap - pos, "%d", image_line(rt, p, (int)line));
+}
+
+/* The program of the running image that holds the task of kind (the task in *task when task is
+ * not NULL), or NULL. Safe on executor threads. */
+static const mw__parsed *kind_program(const mw_runtime *rt, uint32_t kind, const mw__task **task) {
+  for (int i = 0; i < rt->run_nprogs; ++i)
+    for (int k = 0; k < rt->run_progs[i]->ntasks; ++k)
+      if (rt->run_progs[i]->tasks[k].kind == kind) {
+        if (task) *task = &rt->run_progs[i]->tasks[k];
+        return rt->run_progs[i];
+      }
+  return NULL;
+}
+
+int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line) {
+  const mw__parsed *p = kind_program(rt, kind, NULL);
+  return p ? image_line(rt, p, line) : line;
+}
+
 /* mw__backend_args.find_task: the task of kind among the loaded programs. */
 static int find_task(void *ctx, uint32_t kind, const char **name, const char **file, int *line) {
-  mw_runtime *rt = ctx;
-  for (int i = 0; i < rt->nprogs; ++i)
-    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k) {
-      const mw__task *tk = &rt->progs[i]->parsed.tasks[k];
-      if (tk->kind == kind) {
-        *name = tk->name;
-        *file = rt->progs[i]->parsed.file;
-        *line = tk->line;
-        return 1;
-      }
-    }
-  return 0;
+  const mw__task *tk;
+  const mw__parsed *p = kind_program(ctx, kind, &tk);
+  if (!p) return 0;
+  *name = tk->name;
+  *file = p->file;
+  *line = tk->line;
+  return 1;
 }
 
 /* ---- one executor per device ------------------------------------------------------------
@@ -372,7 +431,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return rc;
   }
   mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
-                           .errlen = sizeof rt->err, .find_task = find_task, .ctx = rt};
+                           .errlen = sizeof rt->err, .find_task = find_task,
+                           .user_places = user_places, .ctx = rt};
   mw__backend_info info = {0};
   rc = ops->open(&args, &rt->be, &info);
   if (rc) {
@@ -605,7 +665,7 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
   }
   for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
   mw__parsed *list[1] = {&p};
-  mw__gen_opts go = {backend && !strcmp(backend, "sim"), DEFAULT_FRAME_BYTES};
+  mw__gen_opts go = {backend && !strcmp(backend, "sim"), DEFAULT_FRAME_BYTES, 0};
   *out_source = mw__generate(list, 1, &go);
   mw__parsed_free(&p);
   return *out_source ? 0 : MW_ENOMEM;
@@ -655,14 +715,17 @@ static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) 
  * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
 static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   mw__parsed *list[MW_MAX_KINDS];
-  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes};
+  int debug = 0;
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed, debug |= rt->progs[i]->debug;
+  /* canonical places (the cache's key leaves out where the sources sit), but a build for a
+   * debugger names the user's files and lines: the debugger shows them */
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, !debug};
   char *gen = mw__generate(list, nprogs, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
   int rc = gen ? build_options(rt->progs, nprogs, gen, &bo, &dirs) : MW_ENOMEM;
   if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
-  mw__image_req req = {gen, &bo, rt->ops->host_code, rt->arch, 0};
+  mw__image_req req = {gen, &bo, rt->ops->host_code, rt->arch, 0, list, nprogs};
   mw__image img = {0};
   if (!rc) rc = mw__image_compile(&req, &img, rt->err, sizeof rt->err, NULL);
   int stopped = 0;
@@ -674,7 +737,17 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   uint32_t old_kinds = rt->state.nkinds;
   if (!rc) {
     rt->state.nkinds = nkinds;
-    if ((rc = start_executor(rt))) rt->state.nkinds = old_kinds;
+    /* the executor is stopped: its threads read none of this now; the image before held the
+     * programs but the last (nprogs is the loaded ones and the new one) */
+    int old_canon = rt->run_canon;
+    memcpy(rt->run_progs, list, sizeof *list * (size_t)nprogs);
+    rt->run_nprogs = nprogs;
+    rt->run_canon = go.canon;
+    if ((rc = start_executor(rt))) {
+      rt->state.nkinds = old_kinds;
+      rt->run_nprogs = nprogs - 1;
+      rt->run_canon = old_canon;
+    }
   }
   if (rc && stopped && !rt->faulted) {
     char why[sizeof rt->err];
@@ -895,6 +968,7 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const comp_rec *c, const ch
     size_t n = strlen(msg);
     int cut = n == MW_MSG_BYTES - 1 && strcmp(msg + n - 3, "...") != 0;
     snprintf(r->message, sizeof r->message, "%s%s", msg, cut ? "..." : "");
+    if (!cut) user_message_line(rt, kind, r->message, sizeof r->message);
   }
 }
 
@@ -1784,13 +1858,13 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   p->def_values = defs.def_values;
   for (int i = 0; i < p->ntasks; ++i) p->tasks[i].kind = (uint32_t)i;
   mw__parsed *list[1] = {p};
-  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES};
+  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0};
   char *gen = mw__generate(list, 1, &go);
   mw_program *progs[1] = {&prog};
   mw__build_opts bo;
   const char **dirs = NULL;
   rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
-  mw__image_req req = {gen, &bo, 0, sm, 1};
+  mw__image_req req = {gen, &bo, 0, sm, 1, NULL, 0};
   mw__image img = {0};
   char *log = NULL;
   err[0] = 0;

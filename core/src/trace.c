@@ -280,7 +280,8 @@ static int write_json(mw_runtime *rt, FILE *f, worker_events *we, uint32_t worke
       if (e->n)
         fprintf(f, ",\"bulk\":true,\"first\":%u,\"count\":%u", e->arg, (unsigned)e->n);
       else if (e->arg)
-        fprintf(f, ",\"run\":\"resume\",\"resume_line\":%u", e->arg);
+        fprintf(f, ",\"run\":\"resume\",\"resume_line\":%d",
+                mw__kind_line(rt, e->kind, (int)e->arg));
       else
         fprintf(f, ",\"run\":\"start\"");
       fprintf(f, ",\"end\":\"%s\"}}", e->end < 4 ? end_names[e->end] : "?");

@@ -402,8 +402,13 @@ static void k_null_write(void *) {
   if (lane == 7) *g_bad_ptr = 1;
   __syncwarp();
 }
+static const int kAssertLine = __LINE__ + 2;
 static void k_assert(void *) {
   if (threadIdx.x == 12) assert(threadIdx.x != 12 && "lane 12 asserts");
+  __syncwarp();
+}
+static void k_abort(void *) {
+  if (threadIdx.x == 12) abort();
   __syncwarp();
 }
 static void k_trap(void *) {
@@ -450,7 +455,11 @@ static void expect_fault(void (*k)(void *), unsigned warp, const char *a, const 
 static void test_faults() {
   expect_fault(k_null_write, 3, "fault: SIGSEGV (address 0x10)", "in warp 3 lane 7");
   expect_fault(k_null_write, 3, "SIGSEGV", "lane 7"); // again, handler re-armed
-  expect_fault(k_assert, 2, "SIGABRT", "in warp 2 lane 12");
+  char assert_at[64]; // a failed assert names the assertion and its place
+  snprintf(assert_at, sizeof assert_at, "sim_shim_test.cpp:%d in warp 2 lane 12", kAssertLine);
+  expect_fault(k_assert, 2, "fault: assertion `threadIdx.x != 12 && \"lane 12 asserts\"' failed at ",
+               assert_at);
+  expect_fault(k_abort, 2, "fault: SIGABRT (abort or failed assert)", "in warp 2 lane 12");
   expect_fault(k_trap, 4, "__trap()", "in warp 4 lane 3");
   expect_fault(k_fpe, 5, "SIGFPE (integer divide by zero", "lane 30");
   expect_fault(k_overflow, 6, "lane stack overflow", "in warp 6 lane 0");
@@ -466,7 +475,8 @@ static void test_faults() {
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
     expect_fault(k_null_write, 1, "SIGSEGV", "lane 7");
-    expect_fault(k_assert, 1, "SIGABRT", "lane 12");
+    expect_fault(k_assert, 1, "assertion", "lane 12");
+    expect_fault(k_abort, 1, "SIGABRT", "lane 12");
     sigset_t now;
     pthread_sigmask(SIG_BLOCK, nullptr, &now);
     CHECK(sigismember(&now, SIGSEGV) == 1); // the thread's mask is given back
