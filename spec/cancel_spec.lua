@@ -252,25 +252,6 @@ support.each_backend(function(backend)
     assert.equals("failed", f:state())
   end)
 
-  -- on one worker: with more, an idle warp may take the child and start it before the cancel
-  -- reaches it (a spawned child may start at any time), and then it runs to its end
-  it("cancel(f) in task code: a child not yet started never runs; a complete one is left", function()
-    local rt1 = support.runtime(backend, { workers = 1 })
-    local prog1 = support.compile(rt1, SOURCE, "cancel_tasks.cu")
-    local cell = rt1:buffer("int32", 1)
-    cell:write { 0 }
-    -- delivered, delivered again while pending, not delivered once complete (to it, to a child
-    -- that completed normally), cancelled, code and message
-    assert.equals(110011, prog1.early(cell):await(30))
-    assert.equals(0, cell:read()[1])
-    local f = prog1.strict_early(cell)
-    assert.equals("task 'mark' " .. CANCELLED, support.error_of(f.await, f, 30))
-    assert.equals("cancelled", f:state()) -- awaiting a cancelled child with await cancels
-    assert.equals(0, cell:read()[1])
-    assert.equals(2, rt1:stats().tasks.mark.cancelled)
-    rt1:close()
-  end)
-
   it("a running task that never awaits stops at its next spawn", function()
     local before = counts("spawner")
     local count = rt:buffer("int32", 1)
@@ -367,6 +348,25 @@ support.each_backend(function(backend)
 end)
 
 support.each_backend(function(backend)
+  -- on one worker: with more, an idle warp may take the child and start it before the cancel
+  -- reaches it (a spawned child may start at any time), and then it runs to its end
+  it("cancel(f) in task code: a child not yet started never runs; a complete one is left", function()
+    local rt1 = support.runtime(backend, { workers = 1 })
+    local prog1 = support.compile(rt1, SOURCE, "cancel_tasks.cu")
+    local cell = rt1:buffer("int32", 1)
+    cell:write { 0 }
+    -- delivered, delivered again while pending, not delivered once complete (to it, to a child
+    -- that completed normally), cancelled, code and message
+    assert.equals(110011, prog1.early(cell):await(30))
+    assert.equals(0, cell:read()[1])
+    local f = prog1.strict_early(cell)
+    assert.equals("task 'mark' " .. CANCELLED, support.error_of(f.await, f, 30))
+    assert.equals("cancelled", f:state()) -- awaiting a cancelled child with await cancels
+    assert.equals(0, cell:read()[1])
+    assert.equals(2, rt1:stats().tasks.mark.cancelled)
+    rt1:close()
+  end)
+
   it("cancelled tasks give back every frame and slot, also while what they awaited still ran", function()
     -- 15 frames and slots: fewer than 4 per worker, so no worker keeps freed ones to itself
     local rt = support.runtime(backend, { capacity = 15, workers = 4 })
