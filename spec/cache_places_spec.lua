@@ -46,15 +46,7 @@ static int helper(int x) {
 task int broken(int x) { return x + undefined_task_name; }
 ]==]
 
--- a fresh directory; removed by the caller with rm_dir
-local function temp_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. q(dir)) == 0)
-  return dir
-end
-
-local function rm_dir(dir) os.execute("rm -rf " .. q(dir)) end
+local temp_dir, rm_dir = support.temp_dir, support.rm_dir
 
 -- Writes dir/rel: a script that compiles `source` (given without a chunkname, so the compile
 -- finds it in the script) on the runtime it is given, its first line `pad` + 3 of the script;
@@ -98,21 +90,31 @@ local function names_line(err, file, line)
   return err:find(file .. ":" .. line, 1, true) or err:find(file .. "(" .. line .. ")", 1, true)
 end
 
-support.each_backend(function(backend)
-  local dir, cache, old_cache
+-- A describe block's folder: at setup a fresh one, its cache/ the compile cache, with the scripts
+-- of SRC at PLACES and what more(dir, place) writes for each; at teardown the cache setting is
+-- put back and the folder goes. The table's dir and cache are set once setup has run.
+local function folder_with_scripts(more)
+  local f, old_cache = {}, nil
   setup(function()
-    dir = temp_dir()
-    cache = dir .. "/cache"
+    f.dir = temp_dir()
+    f.cache = f.dir .. "/cache"
     old_cache = os.getenv("MOONWARP_CACHE_DIR")
-    support.setenv("MOONWARP_CACHE_DIR", cache)
+    support.setenv("MOONWARP_CACHE_DIR", f.cache)
     for _, place in ipairs(PLACES) do
-      write_script(dir, place.rel, place.pad, SRC)
-      write_script(dir, "bad_" .. place.rel:gsub("/", "_"), place.pad, BAD)
+      write_script(f.dir, place.rel, place.pad, SRC)
+      more(f.dir, place)
     end
   end)
   teardown(function()
     support.setenv("MOONWARP_CACHE_DIR", old_cache)
-    rm_dir(dir)
+    rm_dir(f.dir)
+  end)
+  return f
+end
+
+support.each_backend(function(backend)
+  local f = folder_with_scripts(function(dir, place)
+    write_script(dir, "bad_" .. place.rel:gsub("/", "_"), place.pad, BAD)
   end)
 
   it("reuses the build of the same source from another file, folder and line", function()
@@ -120,15 +122,15 @@ support.each_backend(function(backend)
     for i, place in ipairs(PLACES) do
       local rt = support.runtime(backend)
       local t0 = mw.now()
-      local p = assert(compile_at(rt, dir, place.rel))
+      local p = assert(compile_at(rt, f.dir, place.rel))
       local took = mw.now() - t0
       assert.equals(55, p.fib(10):await(30))
       rt:close()
       if i == 1 then
-        builds = cache_entries(cache)
+        builds = cache_entries(f.cache)
         assert.is_true(builds >= 1)
       else -- a cache hit: nothing new in the cache, and no compiler's time
-        assert.equals(builds, cache_entries(cache))
+        assert.equals(builds, cache_entries(f.cache))
         assert.is_true(took < 1, ("the second compile took %.2f s"):format(took))
       end
     end
@@ -137,14 +139,14 @@ support.each_backend(function(backend)
     local p = support.compile(rt, SRC, "@elsewhere/named.cu")
     assert.equals(55, p.fib(10):await(30))
     rt:close()
-    assert.equals(builds, cache_entries(cache))
+    assert.equals(builds, cache_entries(f.cache))
   end)
 
   it("names each place's own file and line in compile errors", function()
     for _, place in ipairs(PLACES) do
       local rt = support.runtime(backend)
       local rel = "bad_" .. place.rel:gsub("/", "_")
-      local p, err, code = compile_at(rt, dir, rel)
+      local p, err, code = compile_at(rt, f.dir, rel)
       rt:close()
       assert.is_nil(p)
       assert.equals("ECOMPILE", code)
@@ -157,11 +159,11 @@ support.each_backend(function(backend)
 
   it("names each program's own file when programs of several files are loaded at once", function()
     local rt = support.runtime(backend)
-    local one = assert(compile_at(rt, dir, PLACES[1].rel))
-    local two = assert(compile_at(rt, dir, PLACES[2].rel))
+    local one = assert(compile_at(rt, f.dir, PLACES[1].rel))
+    local two = assert(compile_at(rt, f.dir, PLACES[2].rel))
     assert.equals(55, one.fib(10):await(30))
     assert.equals(8, two.fib(6):await(30))
-    local p, err = compile_at(rt, dir, "bad_" .. PLACES[2].rel:gsub("/", "_"))
+    local p, err = compile_at(rt, f.dir, "bad_" .. PLACES[2].rel:gsub("/", "_"))
     assert.is_nil(p)
     assert.truthy(names_line(err, "bad_sub_dir_two.lua", line_in(PLACES[2], 4)), err)
     assert.falsy(err:find("one.lua", 1, true), err)
@@ -170,20 +172,8 @@ support.each_backend(function(backend)
 end)
 
 describe("sim's messages from a build made elsewhere #sim", function()
-  local dir, cache, old_cache
-  setup(function()
-    dir = temp_dir()
-    cache = dir .. "/cache"
-    old_cache = os.getenv("MOONWARP_CACHE_DIR")
-    support.setenv("MOONWARP_CACHE_DIR", cache)
-    for _, place in ipairs(PLACES) do
-      write_script(dir, place.rel, place.pad, SRC)
-      write_script(dir, "g/" .. place.rel, place.pad, SRC, "{ debug = true }")
-    end
-  end)
-  teardown(function()
-    support.setenv("MOONWARP_CACHE_DIR", old_cache)
-    rm_dir(dir)
+  local f = folder_with_scripts(function(dir, place)
+    write_script(dir, "g/" .. place.rel, place.pad, SRC, "{ debug = true }")
   end)
 
   -- each place on a runtime of its own (the second loads the first's build), both on one, and
@@ -194,7 +184,7 @@ describe("sim's messages from a build made elsewhere #sim", function()
       for _, place in ipairs(PLACES) do
         local rt = shared or support.runtime("sim")
         local rel = (how == "debug" and "g/" or "") .. place.rel
-        local p = assert(compile_at(rt, dir, rel))
+        local p = assert(compile_at(rt, f.dir, rel))
         -- a divergence across call sites: both lanes' lines
         local err = support.error_of(function() return p.t(0):await(30) end)
         assert.truthy(err:find(rel .. ":" .. line_in(place, 5), 1, true), err)
@@ -213,7 +203,7 @@ describe("sim's messages from a build made elsewhere #sim", function()
   it("name the place of a failed assert", function()
     for _, place in ipairs(PLACES) do
       local rt = support.runtime("sim")
-      local p = assert(compile_at(rt, dir, place.rel))
+      local p = assert(compile_at(rt, f.dir, place.rel))
       local err = support.error_of(function() return p.bad(1):await(30) end)
       rt:close()
       local want = ("assertion `u == 0' failed at %s:%d"):format(place.rel, line_in(place, 17))
@@ -225,8 +215,8 @@ describe("sim's messages from a build made elsewhere #sim", function()
     local json = require "dkjson"
     local place = PLACES[2]
     local rt = support.runtime("sim")
-    local p = assert(compile_at(rt, dir, place.rel))
-    local path = dir .. "/trace.json"
+    local p = assert(compile_at(rt, f.dir, place.rel))
+    local path = f.dir .. "/trace.json"
     assert(rt:trace_start())
     p.fib(8):await(30)
     assert(rt:trace_stop(path))

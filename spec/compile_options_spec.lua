@@ -6,15 +6,7 @@ local support = require "spec.support"
 
 local q = support.shell_quote
 
--- a fresh directory; removed by the caller with rm_dir
-local function temp_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. q(dir)) == 0)
-  return dir
-end
-
-local function rm_dir(dir) os.execute("rm -rf " .. q(dir)) end
+local temp_dir, rm_dir = support.temp_dir, support.rm_dir
 
 -- spec/fixtures, absolute: files that stay where they are from run to run, so that the compiles
 -- that name them hit the compile cache on the next run

@@ -161,4 +161,14 @@ function support.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
 end
 
+--- A fresh directory under the system's temporary one (remove it with support.rm_dir).
+function support.temp_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
+  return dir
+end
+
+function support.rm_dir(dir) os.execute("rm -rf " .. support.shell_quote(dir)) end
+
 return support
