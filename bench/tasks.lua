@@ -7,6 +7,12 @@ task int snooze(int ms) {
   while (MW_GLOBALTIMER() - t0 < (unsigned long long)ms * 1000000ull) __nanosleep(200000);
   return ms;
 }
+// busy for us microseconds of the device clock (the suite's wake-up figure)
+task int busy_us(int us) {
+  unsigned long long t0 = __shfl_sync(0xffffffffu, (unsigned long long)MW_GLOBALTIMER(), 0);
+  while (MW_GLOBALTIMER() - t0 < (unsigned long long)us * 1000ull) __nanosleep(1000);
+  return us;
+}
 task int step(int i) { return i & 1; }
 task long chain(int n) {
   local future f;

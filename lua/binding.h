@@ -37,7 +37,7 @@
 #define MWL_CLOSED_MSG "runtime is closed"
 
 /* The naps of a wait the binding makes itself (mw.any over several runtimes, mw.run, gc):
- * an eighth of the time waited, within these bounds (moonwarp.h, Waiting). */
+ * a sixteenth of the time waited (MW_NAP_FRACTION), within these bounds (moonwarp.h, Waiting). */
 #define MWL_NAP_MIN_S 50e-6
 #define MWL_NAP_MAX_S 1e-3
 

@@ -112,18 +112,15 @@ void mwl_interrupt_check(lua_State *L) {
 }
 
 void mwl_nap(double waited, double most) {
-  double nap = waited / 8;
-  struct timespec ts;
+  double nap = waited / MW_NAP_FRACTION;
   if (nap < MWL_NAP_MIN_S) nap = MWL_NAP_MIN_S;
   if (nap > MWL_NAP_MAX_S) nap = MWL_NAP_MAX_S;
   if (most >= 0 && nap > most) nap = most;
   if (nap <= 0) return;
-  ts.tv_sec = (time_t)nap;
-  ts.tv_nsec = (long)((nap - (double)ts.tv_sec) * 1e9);
-  nanosleep(&ts, NULL); /* a signal (Ctrl-C) cuts it short */
+  mw__nap_ns((long)(nap * 1e9)); /* a signal (Ctrl-C) cuts it short */
 }
 
-/* core._nap(waited_s [, most_s]): one nap of a wait that has lasted waited_s (an eighth of it,
+/* core._nap(waited_s [, most_s]): one nap of a wait that has lasted waited_s (a sixteenth of it,
  * 50 us to 1 ms, at most most_s); raises "interrupted" on Ctrl-C. For the Lua layer's waits. */
 int mwl_nap_lua(lua_State *L) {
   double waited = luaL_checknumber(L, 1), most = luaL_optnumber(L, 2, -1);

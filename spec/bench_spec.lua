@@ -41,7 +41,7 @@ describe("bench/suite.lua #sim", function()
     local lines = {}
     for line in csv:gmatch("[^\n]+") do lines[#lines + 1] = line end
     assert.equals("workload,figure,unit,moonwarp,baseline,ratio", lines[1])
-    assert.equals(18, #lines) -- 17 figures
+    assert.equals(19, #lines) -- 18 figures
     for i = 2, #lines do
       local value = tonumber(lines[i]:match('^"[^"]*","[^"]*",[^,]+,([^,]+),'))
       assert.is_true(value ~= nil and value > 0, lines[i])
@@ -51,7 +51,7 @@ describe("bench/suite.lua #sim", function()
     assert.truthy(svg:find("</svg>%s*$"))
     local bars = 0
     for _ in svg:gmatch("<rect ") do bars = bars + 1 end
-    assert.equals(17, bars)
+    assert.equals(18, bars)
     os.execute("rm -rf " .. support.shell_quote(dir))
   end)
 

@@ -21,8 +21,8 @@
  * completed. Every blocking call (mw_future_await, mw_future_await_any, a spawn or cancel waiting
  * for capacity) looks in a loop that first spins (cuda: the first 500 us, a round trip takes
  * tens of microseconds and a few device stages hundreds; sim: a few yields of the thread), then sleeps between looks with naps
- * that grow with the time waited (an eighth of it, from 20 us on cuda and 50 us on sim up to
- * 1 ms): a long wait costs its thread about a thousandth of a core, and a completion is seen at
+ * that grow with the time waited (a sixteenth of it, from 20 us on cuda and 50 us on sim up to
+ * 1 ms, slept with a 1 us timer slack): a long wait costs its thread about a thousandth of a core, and a completion is seen at
  * most one nap after it happened. A wait for capacity naps from the start (the device frees it
  * at its own pace, with the inbox's spawns queued ahead). mw_runtime_fd gives a file descriptor for event loops instead; its watcher
  * thread does that looking.

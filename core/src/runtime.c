@@ -1040,14 +1040,17 @@ static int usable(mw_runtime *rt) {
 /* ---- waiting (moonwarp.h, Waiting) --------------------------------------------------------
  * A blocking call looks for what it waits for, and between two looks calls wait_step: spins
  * first on cuda (a round trip takes tens of microseconds), yields a few times on sim (the
- * executor's threads need the CPU), then naps for an eighth of the time waited so far, from
+ * executor's threads need the CPU), then naps for a sixteenth of the time waited so far, from
  * WAIT_NAP_* up to WAIT_NAP_MAX_S: a long wait wakes its thread about a thousand times a second.
  * A wait for capacity (a free inbox cell or host future) naps from the start: the device frees
  * capacity at its own pace with thousands of spawns queued ahead, so a spin would only burn the
  * host's CPU once per spawn, and a nap lets several cells free up for the spawns that follow. */
 /* 500 us: a device pipeline of a few stages or a fan-out answers in 100-400 us; a nap there
  * oversleeps by the kernel's timer slack (50 us by default) and cost the H200's 3-stage
- * pipeline 60 us at batch 2 with a 100 us spin (bench/NOTES.md). Long waits spin once. */
+ * pipeline 60 us at batch 2 with a 100 us spin (bench/NOTES.md). Long waits spin once. The naps
+ * (mw__nap_ns) are a sixteenth of the time waited so far, with a 1 us timer slack: a wait that
+ * ends after the spin is seen at most ~6 % late, where it was 12.5 % and 50 us (a 520 us bulk
+ * task measured 620 us on the H200). */
 #define WAIT_SPIN_CUDA_S 500e-6
 #define WAIT_YIELDS_SIM 20u
 #define WAIT_NAP_CUDA_S 20e-6
@@ -1104,11 +1107,11 @@ static int wait_step(mw_runtime *rt, wait_state *w) {
     sched_yield();
     return 0;
   }
-  double nap = waited / 8, least = host_cpus ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
+  double nap = waited / MW_NAP_FRACTION, least = host_cpus ? WAIT_NAP_SIM_S : WAIT_NAP_CUDA_S;
   if (nap < least) nap = least;
   if (nap > WAIT_NAP_MAX_S) nap = WAIT_NAP_MAX_S;
   if (nap > w->end - now) nap = w->end - now;
-  mw__sleep_ns((long)(nap * 1e9));
+  mw__nap_ns((long)(nap * 1e9));
   return interrupted(rt) ? MW_EINTR : 0;
 }
 

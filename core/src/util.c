@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 void mw__sb_put(mw__sb *b, const char *s, size_t n) {
@@ -120,6 +121,18 @@ double mw__now(void) {
 void mw__sleep_ns(long ns) {
   struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
   nanosleep(&ts, NULL);
+}
+
+void mw__nap_ns(long ns) {
+#ifdef PR_SET_TIMERSLACK
+  const int slack_ns = 1000;
+  int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  int set = old > slack_ns && prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns, 0, 0, 0) == 0;
+  mw__sleep_ns(ns);
+  if (set) prctl(PR_SET_TIMERSLACK, (unsigned long)old, 0, 0, 0);
+#else
+  mw__sleep_ns(ns);
+#endif
 }
 
 int mw__read_file(const char *path, char **out, size_t *n) {

@@ -37,6 +37,11 @@ char *mw__strndup(const char *s, size_t n);
 
 double mw__now(void); /* monotonic seconds */
 void mw__sleep_ns(long ns);
+/* The naps of a wait (moonwarp.h, Waiting): a nap is 1/MW_NAP_FRACTION of the time waited so far;
+ * mw__nap_ns sleeps with a 1 us timer slack (the kernel's default of 50 us would make every
+ * nap that much late), the thread's own slack put back after (Linux). */
+#define MW_NAP_FRACTION 16
+void mw__nap_ns(long ns);
 /* The whole file at path in *out (malloc'd, NUL-terminated; *n bytes without the NUL when n is
  * not NULL): 0, or -1 with errno saying why. */
 int mw__read_file(const char *path, char **out, size_t *n);

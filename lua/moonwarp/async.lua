@@ -12,7 +12,7 @@
 --                        rt:fd() is readable (it drains the fd of every runtime whose fd was
 --                        asked for); completions are only seen when someone polls.
 -- mw.run and h:await() outside a coroutine wait like f:await(): they nap between passes, for an
--- eighth of the time nothing completed (50 us to 1 ms), and Ctrl-C raises "interrupted" there.
+-- sixteenth of the time nothing completed (50 us to 1 ms), and Ctrl-C raises "interrupted" there.
 -- Outside mw.async, f:await() blocks; inside, it takes the same arguments and raises the same
 -- errors, at the caller.
 --
