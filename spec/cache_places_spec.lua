@@ -28,15 +28,7 @@ task int s(int u) {
   return value(f);
 }
 task int bad(int u) { assert(u == 0); return u; }
-task int fib(int n) {
-  local future a, b;
-  if (n < 2) return n;
-  a = spawn(fib, n - 1);
-  b = spawn(fib, n - 2);
-  await_all(a, b);
-  return value(a) + value(b);
-}
-]==]
+]==] .. support.FIB -- fib from line 18, its await_all at line 23
 
 -- a helper with an error at line 2, a task with one at line 4
 local BAD = [==[
