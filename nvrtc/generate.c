@@ -11,6 +11,7 @@
 
 extern const char mw__src_protocol_h[];
 extern const char mw__src_runtime_cuh[];
+extern const char mw__src_task_api_cuh[];
 extern const char mw__src_sim_shim_h[];
 
 static const char *rtype_name(mw_type t) {
@@ -54,12 +55,26 @@ static void put_quoted(mw__sb *b, const char *s) {
  * mw__user_places maps them back. Otherwise the user's file and lines themselves. */
 typedef struct place {
   const mw__parsed *p;
-  int prog, canon;
+  char tag[24]; /* the program's tag (mw__prog_tag): its namespace is mw_<tag> */
+  int canon;
 } place;
+
+void mw__prog_tag(const mw__parsed *p, int i, char out[24]) {
+  if (p->tag[0]) snprintf(out, 24, "%s", p->tag);
+  else snprintf(out, 24, "p%d", i);
+}
+
+static place place_of(const mw__parsed *p, int i, int canon) {
+  place at;
+  at.p = p;
+  at.canon = canon;
+  mw__prog_tag(p, i, at.tag);
+  return at;
+}
 
 /* the file name of the program's lines, a C string literal */
 static void put_file(mw__sb *b, const place *at) {
-  if (at->canon) mw__sb_printf(b, "\"" MW_PLACE_PREFIX "%d>\"", at->prog);
+  if (at->canon) mw__sb_printf(b, "\"" MW_PLACE_PREFIX "%s>\"", at->tag);
   else put_quoted(b, at->p->file);
 }
 
@@ -105,7 +120,6 @@ static int brace_depth(const char *s, const char *e, int depth, int *state) {
  * #includes inside braces (an extern "C" block), which cannot be read where they are. */
 static void put_helpers(mw__sb *b, const place *at, int pass) {
   const mw__parsed *p = at->p;
-  int prog = at->prog;
   size_t n = strlen(p->src);
   char *h = mw__strndup(p->src, n);
   if (!h) {
@@ -133,10 +147,10 @@ static void put_helpers(mw__sb *b, const place *at, int pass) {
       if (is_inc && depth > 0) mw__sb_put(b, line, len);
       else mw__sb_puts(b, nl ? "\n" : "");
     } else if (is_inc && depth == 0) {
-      mw__sb_printf(b, "} /* namespace mw_p%d */\n", prog);
+      mw__sb_printf(b, "} /* namespace mw_%s */\n", at->tag);
       put_line(b, at, ln);
       mw__sb_put(b, line, len);
-      mw__sb_printf(b, "%snamespace mw_p%d {", nl ? "" : "\n", prog);
+      mw__sb_printf(b, "%snamespace mw_%s {", nl ? "" : "\n", at->tag);
       put_line(b, at, ln + 1);
     } else if (is_inc) {
       mw__sb_puts(b, nl ? "\n" : ""); /* hoisted by pass 1 */
@@ -173,7 +187,8 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
 }
 
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
-  mw__sb_printf(b, "\n/* task %s (kind %u) */\nstruct mw_args_%s {", t->name, t->kind, t->name);
+  unsigned local = (unsigned)(t - at->p->tasks); /* its kind is the program's first + local */
+  mw__sb_printf(b, "\n/* task %s (kind %u of the program) */\nstruct mw_args_%s {", t->name, local, t->name);
   put_line(b, at, t->line);
   /* a future parameter is read-only: the task holds it until it finishes (protocol.h) */
   for (int k = 0; k < t->nparams; ++k)
@@ -194,7 +209,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
-  mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c);\n};\n");
+  mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",
@@ -202,7 +217,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
   /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
    * their own are reserved ones: the program's defines are in force here) */
   for (int bulk = 0; bulk < 2; ++bulk) {
-    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, int _mw_line%s",
+    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
                   bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long _mw_n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
     mw__sb_printf(b, ") {\n  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
@@ -212,7 +227,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
     }
-    mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, %uu, _mw_w, %s, %s, _mw_line);\n}\n", t->kind,
+    mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
                   bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
   }
 }
@@ -266,23 +281,23 @@ static const char *kind_flags(const mw__parsed *p, const mw__task *t) {
   return body_names(p, t, words, sizeof words / sizeof *words) ? "MW_KIND_LEAF" : "MW_KIND_LEAF | MW_KIND_PURE";
 }
 
-/* The case of one kind in a dispatch switch. */
-static void put_dispatch_case(mw__sb *b, int prog, const mw__task *t) {
+/* The case of one task of a program in its dispatch function (local: its index there). */
+static void put_dispatch_case(mw__sb *b, const mw__task *t, unsigned local) {
   if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "  case %uu: ((mw_p%d::mw_frame_%s *)fr)->_mw_body(c); break;\n", t->kind, prog, t->name);
+    mw__sb_printf(b, "  case %uu: ((mw_frame_%s *)fr)->_mw_body(c, base); break;\n", local, t->name);
   else
     mw__sb_printf(b,
-                  "  case %uu: { auto r = ((mw_p%d::mw_frame_%s *)fr)->_mw_body(c); "
+                  "  case %uu: { auto r = ((mw_frame_%s *)fr)->_mw_body(c, base); "
                   "mw_store_result(c, r); break; }\n",
-                  t->kind, prog, t->name);
+                  local, t->name);
 }
 
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
   mw__sb_printf(b,
-                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c) {\n"
+                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  switch (_mw_resume(_c)) {\n  case 0:;",
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (_mw_resume(_c)) {\n  case 0:;",
                 t->name, t->name);
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
@@ -300,104 +315,188 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   "typedef unsigned int mw_u32;\ntypedef int mw_i32;\n"                                           \
   "typedef unsigned long long mw_u64;\ntypedef long long mw_i64;\n"
 
-char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
-  mw__sb b = {0};
-  mw__sb_puts(&b, "/* generated by moonwarp: the device runtime and the task programs */\n");
+/* The beginning of every translation unit: the integer types (sim: the shim), the frame sizes,
+ * protocol.h and the task API. */
+static void put_prelude(mw__sb *b, const mw__gen_opts *opts, const char *what) {
+  mw__sb_printf(b, "/* generated by moonwarp: %s */\n", what);
   if (opts->sim) {
-    mw__sb_puts(&b, "#define MW_SIM 1\n");
-    mw__sb_puts(&b, mw__src_sim_shim_h); /* with the integer types, as NVRTC gets DEVICE_INTS */
-    mw__sb_puts(&b, "\n#include <cstdint>\n#include <cstddef>\n#include <cstring>\n");
+    mw__sb_puts(b, "#define MW_SIM 1\n");
+    mw__sb_puts(b, mw__src_sim_shim_h); /* with the integer types, as NVRTC gets DEVICE_INTS */
+    mw__sb_puts(b, "\n#include <cstdint>\n#include <cstddef>\n#include <cstring>\n");
   } else {
-    mw__sb_puts(&b,
+    mw__sb_puts(b,
                 DEVICE_INTS
                 "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
                 "typedef short int16_t;\ntypedef unsigned short uint16_t;\n"
                 "typedef int int32_t;\ntypedef unsigned int uint32_t;\n"
                 "typedef long int64_t;\ntypedef unsigned long uint64_t;\n");
   }
-  mw__sb_printf(&b, "#define MW_FRAME_PAYLOAD %u\n", opts->frame_bytes - 64u);
-  mw__sb_printf(&b, "#define MW_LSTACK_BYTES %u\n", mw__lane_stack_bytes(opts->frame_bytes));
-  mw__sb_puts(&b, mw__src_protocol_h);
-  mw__sb_puts(&b, "\n");
-  mw__sb_puts(&b, mw__src_runtime_cuh);
+  mw__sb_printf(b, "#define MW_FRAME_PAYLOAD %u\n", opts->frame_bytes - 64u);
+  mw__sb_printf(b, "#define MW_LSTACK_BYTES %u\n", mw__lane_stack_bytes(opts->frame_bytes));
+  mw__sb_puts(b, mw__src_protocol_h);
+  mw__sb_puts(b, "\n");
+  mw__sb_puts(b, mw__src_task_api_cuh);
   /* what the generated code of a program reads through functions, not members: a program's
    * defines may be any name that is not reserved (_...), e.g. h or resume */
-  mw__sb_puts(&b, "\n__device__ __forceinline__ mw_u32 _mw_resume(const mw_ctx *_mw_c) "
-                  "{ return _mw_c->resume; }\n"
-                  "__device__ __forceinline__ mw_u64 _mw_handle(future _mw_f) { return _mw_f.h; }\n");
-  for (int i = 0; i < nprogs; ++i) {
-    const mw__parsed *p = progs[i];
-    place at = {p, i, opts->canon};
-    put_defines(&b, &at);
-    put_helpers(&b, &at, 1);
-    mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_p%d {\n", i);
-    put_helpers(&b, &at, 0);
-    mw__sb_puts(&b, "\n#line 1 \"<moonwarp>\"\n");
-    for (int k = 0; k < p->ntasks; ++k) put_task_decls(&b, &at, &p->tasks[k]);
-    for (int k = 0; k < p->ntasks; ++k) put_task_body(&b, &at, &p->tasks[k]);
-    mw__sb_printf(&b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_p%d */\n", i);
-    put_undefs(&b, p);
+  mw__sb_puts(b, "\n__device__ __forceinline__ mw_u32 _mw_resume(const mw_ctx *_mw_c) "
+                 "{ return _mw_c->resume; }\n"
+                 "__device__ __forceinline__ mw_u64 _mw_handle(future _mw_f) { return _mw_f.h; }\n");
+}
+
+/* One program in its namespace mw_<tag>: its defines, helper code, task frames and bodies, and
+ * what the image's link part names: the kinds' table entries (mw_<tag>_kinds) and the
+ * dispatch functions (mw_<tag>_dispatch, and mw_<tag>_dispatch_leaf for the kinds that never
+ * await), which take the task's index in the program and the program's first kind. */
+static void put_program(mw__sb *b, const place *at) {
+  const mw__parsed *p = at->p;
+  put_defines(b, at);
+  put_helpers(b, at, 1);
+  mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_%s {\n", at->tag);
+  put_helpers(b, at, 0);
+  mw__sb_puts(b, "\n#line 1 \"<moonwarp>\"\n");
+  for (int k = 0; k < p->ntasks; ++k) put_task_decls(b, at, &p->tasks[k]);
+  for (int k = 0; k < p->ntasks; ++k) put_task_body(b, at, &p->tasks[k]);
+  mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_%s */\n", at->tag);
+  mw__sb_printf(b, "extern __device__ const mw_kind_info mw_%s_kinds[] = {\n", at->tag);
+  for (int k = 0; k < p->ntasks; ++k) {
+    const mw__task *t = &p->tasks[k];
+    unsigned futargs = 0;
+    for (int q = 0; q < t->nparams; ++q)
+      if (t->params[q].type == MW_T_FUTURE) futargs |= 1u << (t->params[q].offset / 8);
+    mw__sb_printf(b, "  {%s, (mw_u32)sizeof(mw_%s::mw_frame_%s), %uu, 0x%xu, %s}, /* %s */\n",
+                  rtype_name(t->ret), at->tag, t->name, (t->args_size + 7u) / 8u * 8u, futargs,
+                  kind_flags(p, t), t->name);
   }
-  /* the kind table, names and dispatch */
-  int nk = 0;
-  mw__sb_puts(&b, "__constant__ const mw_kind_info mw_kinds[] = {\n");
-  for (int i = 0; i < nprogs; ++i)
-    for (int k = 0; k < progs[i]->ntasks; ++k, ++nk) {
-      const mw__task *t = &progs[i]->tasks[k];
-      unsigned futargs = 0;
-      for (int q = 0; q < t->nparams; ++q)
-        if (t->params[q].type == MW_T_FUTURE) futargs |= 1u << (t->params[q].offset / 8);
-      mw__sb_printf(&b, "  {%s, (mw_u32)sizeof(mw_p%d::mw_frame_%s), %uu, 0x%xu, %s}, /* %u %s */\n",
-                    rtype_name(t->ret), i, t->name, (t->args_size + 7u) / 8u * 8u, futargs,
-                    kind_flags(progs[i], t), t->kind, t->name);
-    }
-  if (!nk) mw__sb_puts(&b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u},\n");
-  mw__sb_printf(&b,
-                "};\n__device__ const mw_kind_info *mw_kind(mw_u32 kind) {\n"
-                "  return &mw_kinds[kind < %du ? kind : 0u];\n}\n",
-                nk ? nk : 1);
-  mw__sb_puts(&b, "__device__ const char *mw_kind_name(mw_u32 kind) {\n  switch (kind) {\n");
+  if (!p->ntasks) mw__sb_puts(b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u},\n");
+  mw__sb_puts(b, "};\n");
+  for (int leaf = 0; leaf < 2; ++leaf) {
+    mw__sb_printf(b,
+                  "__device__ void mw_%s_dispatch%s(mw_ctx *c, mw_u32 local, mw_u32 base, mw_u8 *fr) {\n"
+                  "  using namespace mw_%s;\n  switch (local) {\n",
+                  at->tag, leaf ? "_leaf" : "", at->tag);
+    for (int k = 0; k < p->ntasks; ++k)
+      if (!leaf || task_is_leaf(p, &p->tasks[k])) put_dispatch_case(b, &p->tasks[k], (unsigned)k);
+    mw__sb_puts(b, "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"
+                   "  }\n}\n");
+  }
+  put_undefs(b, p);
+}
+
+/* The image's link part: the kind table, the kinds' names (and files, sim) and mw_dispatch /
+ * mw_dispatch_leaf, which call the programs' dispatch functions; kinds come from each task's
+ * kind field (a program's tasks have consecutive kinds). Where the programs are not in the
+ * same translation unit, it declares what it names of them. */
+static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts,
+                     int declare) {
+  uint32_t nk = 0;
   for (int i = 0; i < nprogs; ++i)
     for (int k = 0; k < progs[i]->ntasks; ++k)
-      mw__sb_printf(&b, "  case %uu: return \"%s\";\n", progs[i]->tasks[k].kind,
-                    progs[i]->tasks[k].name);
-  mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
-  if (opts->sim) { /* the file of a kind's lines: the sim's convergence check names places */
-    mw__sb_puts(&b, "__device__ const char *mw_kind_file(mw_u32 kind) {\n  switch (kind) {\n");
+      if (progs[i]->tasks[k].kind + 1 > nk) nk = progs[i]->tasks[k].kind + 1;
+  if (declare)
     for (int i = 0; i < nprogs; ++i) {
-      place at = {progs[i], i, opts->canon};
+      place at = place_of(progs[i], i, opts->canon);
+      mw__sb_printf(b,
+                    "extern __device__ const mw_kind_info mw_%s_kinds[];\n"
+                    "__device__ void mw_%s_dispatch(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n"
+                    "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
+                    at.tag, at.tag, at.tag);
+    }
+  /* kinds no program holds (replaced, or not yet reused) read as the first entry */
+  mw__sb_puts(b, "static __device__ const mw_kind_info mw_no_kind = {MW_RT_VOID, 0u, 0u, 0u, 0u};\n");
+  mw__sb_printf(b, "extern __device__ const mw_u32 mw_kind_count = %uu;\n", nk ? nk : 1u);
+  mw__sb_puts(b, "extern __device__ const mw_kind_info *const mw_kind_tab[] = {\n");
+  for (uint32_t kind = 0; kind < (nk ? nk : 1u); ++kind) {
+    int found = 0;
+    for (int i = 0; i < nprogs && !found; ++i)
+      for (int k = 0; k < progs[i]->ntasks && !found; ++k)
+        if (progs[i]->tasks[k].kind == kind) {
+          place at = place_of(progs[i], i, opts->canon);
+          mw__sb_printf(b, "  &mw_%s_kinds[%d], /* %u %s */\n", at.tag, k, kind, progs[i]->tasks[k].name);
+          found = 1;
+        }
+    if (!found) mw__sb_printf(b, "  &mw_no_kind, /* %u */\n", kind);
+  }
+  mw__sb_puts(b, "};\n");
+  mw__sb_puts(b, "__device__ const char *mw_kind_name(mw_u32 kind) {\n  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      mw__sb_printf(b, "  case %uu: return \"%s\";\n", progs[i]->tasks[k].kind,
+                    progs[i]->tasks[k].name);
+  mw__sb_puts(b, "  default: return \"?\";\n  }\n}\n");
+  if (opts->sim) { /* the file of a kind's lines: the sim's convergence check names places */
+    mw__sb_puts(b, "__device__ const char *mw_kind_file(mw_u32 kind) {\n  switch (kind) {\n");
+    for (int i = 0; i < nprogs; ++i) {
+      place at = place_of(progs[i], i, opts->canon);
       for (int k = 0; k < progs[i]->ntasks; ++k) {
-        mw__sb_printf(&b, "  case %uu: return ", progs[i]->tasks[k].kind);
-        put_file(&b, &at);
-        mw__sb_puts(&b, ";\n");
+        mw__sb_printf(b, "  case %uu: return ", progs[i]->tasks[k].kind);
+        put_file(b, &at);
+        mw__sb_puts(b, ";\n");
       }
     }
-    mw__sb_puts(&b, "  default: return \"?\";\n  }\n}\n");
+    mw__sb_puts(b, "  default: return \"?\";\n  }\n}\n");
   }
-  /* one step of a task body, on its frame in the lane stacks */
-  mw__sb_puts(&b, "__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
-  for (int i = 0; i < nprogs; ++i)
-    for (int k = 0; k < progs[i]->ntasks; ++k) put_dispatch_case(&b, i, &progs[i]->tasks[k]);
-  mw__sb_puts(&b,
-              "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"
-              "  }\n}\n");
-  /* the kinds that never await, run as plain calls by the await that claims them */
-  mw__sb_puts(&b, "__device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n");
-  for (int i = 0; i < nprogs; ++i)
-    for (int k = 0; k < progs[i]->ntasks; ++k)
-      if (task_is_leaf(progs[i], &progs[i]->tasks[k])) put_dispatch_case(&b, i, &progs[i]->tasks[k]);
-  mw__sb_puts(&b,
-              "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such leaf task kind in the executor\");\n"
-              "  }\n}\n");
-  mw__sb_printf(&b,
-                "extern \"C\" __global__ void __launch_bounds__(128, MW_MIN_CTAS) mw_executor_kernel(mw_state "
-                "*st) { mw_executor(st); }\n");
+  /* one step of a task body, on its frame in the lane stacks; and the kinds that never await,
+   * run as plain calls by the await that claims them (two functions: the call graph stays
+   * acyclic) */
+  for (int leaf = 0; leaf < 2; ++leaf) {
+    mw__sb_printf(b, "__device__ void mw_dispatch%s(mw_ctx *c, mw_u32 kind, mw_u8 *fr) {\n  switch (kind) {\n",
+                  leaf ? "_leaf" : "");
+    for (int i = 0; i < nprogs; ++i) {
+      place at = place_of(progs[i], i, opts->canon);
+      for (int k = 0; k < progs[i]->ntasks; ++k) {
+        const mw__task *t = &progs[i]->tasks[k];
+        if (leaf && !task_is_leaf(progs[i], t)) continue;
+        mw__sb_printf(b, "  case %uu: mw_%s_dispatch%s(c, %du, %uu, fr); break;\n", t->kind, at.tag,
+                      leaf ? "_leaf" : "", k, progs[i]->tasks[0].kind);
+      }
+    }
+    mw__sb_printf(b,
+                  "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such %stask kind in the executor\");\n"
+                  "  }\n}\n",
+                  leaf ? "leaf " : "");
+  }
+}
+
+/* The executor's entry points: the kernel, and on sim the host's. */
+static void put_entry(mw__sb *b, const mw__gen_opts *opts) {
+  mw__sb_puts(b, "extern \"C\" __global__ void __launch_bounds__(128, MW_MIN_CTAS) mw_executor_kernel(mw_state "
+                 "*st) { mw_executor(st); }\n");
   if (opts->sim)
-    mw__sb_puts(&b,
+    mw__sb_puts(b,
                 "extern \"C\" __attribute__((visibility(\"default\"))) void mw_sim_kernel(void "
                 "*st) { mw_executor((mw_state *)st); }\n"
                 "extern \"C\" __attribute__((visibility(\"default\"))) unsigned mw_sim_protocol "
                 "= MW_PROTOCOL_VERSION;\n");
+}
+
+char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
+  mw__sb b = {0};
+  put_prelude(&b, opts, "the device runtime and the task programs");
+  mw__sb_puts(&b, mw__src_runtime_cuh);
+  for (int i = 0; i < nprogs; ++i) {
+    place at = place_of(progs[i], i, opts->canon);
+    put_program(&b, &at);
+  }
+  put_link(&b, progs, nprogs, opts, 0);
+  put_entry(&b, opts);
+  return mw__sb_take(&b);
+}
+
+char *mw__generate_part(mw__gen_part part, mw__parsed *const *progs, int nprogs,
+                        const mw__gen_opts *opts) {
+  mw__sb b = {0};
+  if (part == MW_GEN_EXECUTOR) {
+    put_prelude(&b, opts, "the device runtime");
+    mw__sb_puts(&b, mw__src_runtime_cuh);
+    put_entry(&b, opts);
+  } else if (part == MW_GEN_PROGRAM) {
+    put_prelude(&b, opts, "a task program");
+    place at = place_of(progs[0], 0, opts->canon);
+    put_program(&b, &at);
+  } else {
+    put_prelude(&b, opts, "the kind table and dispatch of an executor image");
+    put_link(&b, progs, nprogs, opts, 1);
+  }
   return mw__sb_take(&b);
 }
 
@@ -438,9 +537,9 @@ static const char *skip_items(const char *s, int n) {
 /* One line of the log with the generated names put in the user's terms. */
 static void put_user_line(mw__sb *b, const char *s, const char *end) {
   while (s < end) {
-    if (starts(s, "mw_p") && id_char(s[4]) && s[4] >= '0' && s[4] <= '9') { /* mw_p0:: */
+    if ((starts(s, "mw_p") || starts(s, "mw_q")) && ((s[4] >= '0' && s[4] <= '9') || (s[4] >= 'a' && s[4] <= 'f'))) { /* mw_p0:: */
       const char *p = s + 4;
-      while (p < end && *p >= '0' && *p <= '9') ++p;
+      while (p < end && ((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) ++p;
       if (starts(p, "::")) {
         s = p + 2;
         continue;
@@ -493,7 +592,7 @@ static void put_user_line(mw__sb *b, const char *s, const char *end) {
       mw__sb_printf(b, "%s(%.*s", bulk ? "spawn_bulk" : "spawn", (int)(p - name), name);
       if (bulk) mw__sb_puts(b, ", n");
       if (starts(p, "(mw_ctx*")) {
-        const char *q = skip_items(p + 1, bulk ? 3 : 2);
+        const char *q = skip_items(p + 1, bulk ? 4 : 3);
         if (q && q < end) {
           s = q;
           continue;
@@ -610,27 +709,33 @@ int mw__user_line(const mw__parsed *p, int line) {
   return line > 0 ? line + p->first_line - 1 : line;
 }
 
-/* the program index of a place name at s ("<mw-p3>"), its length in *len; -1 if none */
-static int place_at(const char *s, size_t *len) {
+/* The tag of a place name at s ("<mw-p3>", "<mw-q1f0a>") in tag, its length in *len; 0 if none. */
+static int place_at(const char *s, size_t *len, char tag[24]) {
   size_t n = strlen(MW_PLACE_PREFIX), k = n;
-  if (strncmp(s, MW_PLACE_PREFIX, n) || s[k] < '0' || s[k] > '9') return -1;
-  int idx = 0;
-  for (; s[k] >= '0' && s[k] <= '9' && idx < 100000; ++k) idx = idx * 10 + (s[k] - '0');
-  if (s[k] != '>') return -1;
+  if (strncmp(s, MW_PLACE_PREFIX, n)) return 0;
+  while (k - n < 23 && ((s[k] >= '0' && s[k] <= '9') || (s[k] >= 'a' && s[k] <= 'z'))) ++k;
+  if (k == n || s[k] != '>') return 0;
+  memcpy(tag, s + n, k - n);
+  tag[k - n] = 0;
   *len = k + 1;
-  return idx;
+  return 1;
 }
 
 char *mw__user_places(const char *text, mw__parsed *const *progs, int nprogs) {
   mw__sb b = {0};
   while (*text) {
     size_t len = 0;
-    int idx = place_at(text, &len);
-    if (idx < 0 || idx >= nprogs) {
+    char tag[24], t[24];
+    const mw__parsed *p = NULL;
+    if (place_at(text, &len, tag))
+      for (int i = 0; i < nprogs && !p; ++i) {
+        mw__prog_tag(progs[i], i, t);
+        if (!strcmp(t, tag)) p = progs[i];
+      }
+    if (!p) {
       mw__sb_put(&b, text++, 1);
       continue;
     }
-    const mw__parsed *p = progs[idx];
     mw__sb_puts(&b, p->file);
     text += len;
     char open = *text, *end = NULL;

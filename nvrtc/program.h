@@ -49,6 +49,10 @@ typedef struct mw__parsed {
   int ndefines;     /* the program's defines (mw_compile_desc), set after parsing */
   char **def_names;
   char **def_values;
+  /* the program's tag (letters and digits): its namespace and exported names are mw_<tag>, its
+   * canonical place name MW_PLACE_PREFIX <tag> '>'; "" gives it "p" and its index in the list
+   * it is generated with */
+  char tag[24];
 } mw__parsed;
 
 /* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a
@@ -67,12 +71,23 @@ typedef struct mw__gen_opts {
   int canon;
 } mw__gen_opts;
 
-#define MW_PLACE_PREFIX "<mw-p"
+#define MW_PLACE_PREFIX "<mw-"
+
+/* The tag of program p, the i-th of its list (mw__parsed.tag). */
+void mw__prog_tag(const mw__parsed *p, int i, char out[24]);
 
 /* Generates one translation unit from all programs loaded on a runtime: the embedded device
  * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
  * Kind ids come from each task's kind field. Returns a malloc'd string or NULL on OOM. */
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
+
+/* The parts of an image compiled one by one and linked (image.h): the executor (the device
+ * runtime and its entry points, no task code); one program (progs[0]: its tasks and what the
+ * link part names of it, independent of its kinds); the link part (the kind table, names and
+ * dispatch over progs[0..nprogs), by their tags and kinds). */
+typedef enum mw__gen_part { MW_GEN_EXECUTOR, MW_GEN_PROGRAM, MW_GEN_LINK } mw__gen_part;
+char *mw__generate_part(mw__gen_part part, mw__parsed *const *progs, int nprogs,
+                        const mw__gen_opts *opts);
 /* The C++ compiler's (or NVRTC's) log of a generated source in the user's terms: generated
  * names (namespaces, frames, spawn functions, value()'s type) put as the task code writes them,
  * notes about the generated code (gen_path, the file the compiler was given) left out. Returns a

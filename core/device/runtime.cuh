@@ -1,14 +1,16 @@
 /* runtime.cuh - the device executor: the warp's inline chain, spawn records, futures, the scheduler loop and the task API.
  *
- * Compiled at run time together with the generated task code: by NVRTC for the GPU, by the host
+ * Compiled at run time after task_api.cuh (what task code sees) and with the generated task code,
+ * alone or in one unit with it: by NVRTC for the GPU, by the host
  * C++ compiler against sim_shim.h for the sim backend. The layouts and handshakes with the host,
  * and between warps, are in protocol.h (read its closing paragraph first). A worker is a warp;
  * every function marked "collective" is called by all 32 lanes together: lane 0 does the work
  * and the result is broadcast. Functions marked "lane 0" run in lane 0 only.
  *
- * The generated code defines, before this file, MW_FRAME_PAYLOAD (bytes of parameters and locals
- * a frame holds) and MW_LSTACK_BYTES (bytes of each lane's stack of inline frames); after it, the
- * kind table (mw_kind, mw_kind_name) and mw_dispatch(), which runs one step of a task body.
+ * The generated code defines, before these files, MW_FRAME_PAYLOAD (bytes of parameters and
+ * locals a frame holds) and MW_LSTACK_BYTES (bytes of each lane's stack of inline frames); the
+ * image's link part (nvrtc/generate.c) defines the kind table (mw_kind_tab, mw_kind_name) and
+ * mw_dispatch(), which runs one step of a task body through its program's dispatch.
  *
  * Where the time goes is the design: the common path (spawn a child, await it, it returns, read
  * its value, release it) touches shared memory and the lane stacks only. Device memory is read
@@ -17,34 +19,6 @@
 #ifndef MW_RUNTIME_CUH
 #define MW_RUNTIME_CUH
 
-#define MW_FULL 0xffffffffu
-
-#ifdef MW_SIM
-#define MW_GLOBALTIMER() __mw_globaltimer()
-#define MW_CONVERGE(site, line, key) __mw_sim_converge(MW_FULL, site, line, key)
-#define MW_FENCE() __threadfence()
-#define MW_FENCE_CTA() __threadfence_block()
-#else
-__device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
-  mw_u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define MW_GLOBALTIMER() mw_globaltimer_dev()
-#define MW_CONVERGE(site, line, key) 0
-/* release or acquire with the volatile/atomic access next to it (protocol.h, vocabulary); where
- * a store must be ordered before a later load of other threads' data, __threadfence() (SC) */
-#define MW_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
-#define MW_FENCE_CTA() asm volatile("fence.acq_rel.cta;" ::: "memory")
-#endif
-
-/* The generator checks that the host's layout of each argument struct is the compiler's. */
-#ifdef MW_SIM
-#define MW_CHECK_OFFSET(type, member, off) \
-  static_assert(__builtin_offsetof(type, member) == (off), "moonwarp: argument layout of " #type)
-#else
-#define MW_CHECK_OFFSET(type, member, off) static_assert(true, "")
-#endif
 
 /* CTAs of the executor that must fit on one SM at once (the kernel's launch bounds): more caps
  * the registers per thread (255 at 1 or 2, 168 at 3, 128 at 4), for more workers per SM */
@@ -57,82 +31,6 @@ __device__ __forceinline__ mw_u64 mw_globaltimer_dev() {
 #endif
 #define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
 
-/* ---- futures as task code sees them -------------------------------------------------------- */
-struct future {
-  mw_u64 h;
-};
-
-/* A future that could not get a slot: awaiting it fails with MW_FAIL_CAPACITY. */
-#define MW_FUT_NOSLOT 0xfffffffffffffffeull
-/* The future of a spawn that a cancelled task skipped: reads as cancelled. */
-#define MW_FUT_SKIPPED 0xfffffffffffffffdull
-/* level.bad values that are not futures */
-#define MW_BAD_STALE 1ull
-#define MW_BAD_NODES 3ull
-
-/* How a run of a body ended (mw_ctx.status). CALL: an await claimed a child that runs inline
- * at the next level; SUSPEND: the level registered as a waiter and left the warp. */
-enum { MW_RUN_DONE = 0, MW_RUN_SUSPEND = 1, MW_RUN_FAIL = 2, MW_RUN_CALL = 3 };
-
-/* What the generated kind table says of each kind. */
-struct mw_kind_info {
-  mw_u32 rtype;       /* enum mw_rtype */
-  mw_u32 frame_bytes; /* sizeof its frame struct (parameters and locals) */
-  mw_u32 args_bytes;  /* bytes of its argument struct as spawns copy it (multiple of 8) */
-  mw_u32 futargs;     /* bit i: the 8 argument bytes at 8 * i are a future */
-  mw_u32 flags;       /* MW_KIND_* */
-};
-/* The body never awaits: it cannot suspend, so an await that claims it runs it as a plain call
- * (mw_run_leaf) rather than as a level of the trampoline. */
-#define MW_KIND_LEAF 1u
-/* A leaf that calls nothing of the task API that needs a level of its own (no spawn, release or
- * cancel): the await that claims it calls its body with no level set up (mw_run_pure). */
-#define MW_KIND_PURE 2u
-
-struct mw_ctx {
-  /* settings, copied once at the start: never re-read from writable memory */
-  mw_state *st;
-  mw_slot *slots;
-  mw_u8 *frames;
-  mw_u64 *nodes;
-  mw_u32 frame_bytes, nslots, host_slots, cache_cap;
-  /* the worker */
-  mw_wstate *ws;  /* its warp's shared state */
-  mw_wstate *cta; /* the states of its CTA's warps */
-  mw_worker *gw;  /* its row in device memory */
-  mw_u32 wid, lane, cw, cn; /* worker, lane, warp in the CTA, warps in the CTA */
-  /* ws and cta are read through MW_WS / MW_CTAS: on the GPU those name the __shared__ array,
-   * so the compiler emits shared-memory accesses, which it knows do not alias this context */
-  mw_u8 *stk;     /* this lane's stack of inline frames */
-  /* the running level */
-  mw_u32 d;       /* the running level: MW_LV(c) */
-  mw_u32 resume;  /* read by every lane before the body runs */
-  mw_u32 index;   /* bulk instance index, 0 for plain tasks */
-  mw_u32 bulk;    /* 1 while running a bulk instance */
-  int status;     /* MW_RUN_* set by the body's exits */
-  int fail_code;
-  mw_u64 value;   /* result bits */
-  const char *fail_msg;
-  mw_u64 fail_fut;   /* failed child whose outcome is propagated, 0 if none */
-  mw_u32 cancelled;  /* the running level stops at its next spawn or await: it ends cancelled */
-  mw_u32 idle;       /* counted in mw_state.hungry */
-  mw_u32 calls;      /* spawns and awaits (each lane counts them alike), for the tick */
-  mw_u32 kind, off;  /* the running level's kind and frame offset, in every lane */
-  mw_u32 lost;       /* sim: the lane stacks were lost with a warp restart */
-  mw_u32 nest;       /* a woken task waits in the CTA: the next await runs it first */
-  mw_u32 yield;      /* the host asks the executor to stop: awaits suspend rather than run inline */
-  mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
-  mw_u32 take_w;     /* inbox cells its next take looks at: 2, or MW_TAKE_MAX while the host
-                      * streams spawns (its last take found more than one) */
-  char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
-  /* tracing, lane 0 only: see protocol.h, task traces */
-  mw_u32 trace_gen;
-  mw_u32 trace_cap;
-  mw_u64 trace_n;
-  mw_trace_head *trace_head;
-  mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
-  mw_trace_ev trace_run;
-};
 
 /* The warp's shared state, the CTA's states and the running level. On the GPU the worker CTA's
  * states are a __shared__ array (warp w of the CTA is threads 32w..32w+31: the launch's block is
@@ -162,13 +60,6 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #define MW_TASK_OUT() (void)0
 #endif
 
-__device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
-__device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *frame); /* MW_KIND_LEAF kinds only */
-__device__ const mw_kind_info *mw_kind(mw_u32 kind);
-__device__ const char *mw_kind_name(mw_u32 kind);
-#ifdef MW_SIM
-__device__ const char *mw_kind_file(mw_u32 kind); /* the file name of its lines (#line) */
-#endif
 
 /* ---- probes (cuda, MOONWARP_PROBES=1 at compile time): where a warp's cycles go --------------
  * MW_PROBE(id) times the rest of its scope in lane 0 (clock64) into a per-warp table in shared
@@ -2124,201 +2015,6 @@ __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   return true;
 }
 
-/* ---- reading futures ------------------------------------------------------------------------ */
-/* A future's result bits, typed on read by the producer's result type: what value(f) returns.
- * It converts to every arithmetic type (and to bool), and meets every arithmetic type, or
- * another mw_val, on either side of + - * / % & | ^ << >>, of the comparisons and of the
- * compound assignments (x += value(f)): integer results stay 64-bit integers (unsigned when
- * a side is an unsigned 64-bit integer), a float or double side makes the result a double;
- * % and the bit operators take the integer value. Comparisons are exact between signed and
- * unsigned integers (-1 < value(f) holds for an unsigned result). */
-struct mw_val {
-  mw_u64 bits;
-  mw_u32 rtype;
-  __device__ double as_double() const {
-    switch (rtype) {
-      case MW_RT_F64: { union { mw_u64 u; double d; } x; x.u = bits; return x.d; }
-      case MW_RT_F32: { union { mw_u32 u; float f; } x; x.u = (mw_u32)bits; return x.f; }
-      case MW_RT_I32: return (double)(int)(mw_u32)bits;
-      case MW_RT_U32: return (double)(mw_u32)bits;
-      case MW_RT_U64: case MW_RT_PTR: case MW_RT_FUTURE: return (double)bits;
-      default: return (double)(long long)bits;
-    }
-  }
-  __device__ long long as_i64() const {
-    switch (rtype) {
-      case MW_RT_F64: case MW_RT_F32: return (long long)as_double();
-      case MW_RT_I32: return (long long)(int)(mw_u32)bits;
-      case MW_RT_U32: return (long long)(mw_u32)bits;
-      default: return (long long)bits;
-    }
-  }
-  __device__ bool is_float() const { return rtype == MW_RT_F32 || rtype == MW_RT_F64; }
-  __device__ bool is_u64() const {
-    return rtype == MW_RT_U64 || rtype == MW_RT_PTR || rtype == MW_RT_FUTURE;
-  }
-  __device__ operator bool() const { return is_float() ? as_double() != 0.0 : bits != 0; }
-  __device__ operator char() const { return (char)as_i64(); }
-  __device__ operator signed char() const { return (signed char)as_i64(); }
-  __device__ operator unsigned char() const { return (unsigned char)as_i64(); }
-  __device__ operator short() const { return (short)as_i64(); }
-  __device__ operator unsigned short() const { return (unsigned short)as_i64(); }
-  __device__ operator int() const { return (int)as_i64(); }
-  __device__ operator unsigned() const { return (unsigned)as_i64(); }
-  __device__ operator long() const { return (long)as_i64(); }
-  __device__ operator unsigned long() const { return (unsigned long)as_i64(); }
-  __device__ operator long long() const { return as_i64(); }
-  __device__ operator unsigned long long() const { return (unsigned long long)as_i64(); }
-  __device__ operator float() const { return (float)as_double(); }
-  __device__ operator double() const { return as_double(); }
-};
-
-/* The arithmetic types an mw_val meets (no <type_traits> under NVRTC). An unscoped enum takes
- * the int overloads below. */
-template <class T> struct mw_num { enum { ok = 0, integral = 0 }; };
-#define MW_NUM(T, I) template <> struct mw_num<T> { enum { ok = 1, integral = I }; };
-MW_NUM(bool, 1) MW_NUM(char, 1) MW_NUM(signed char, 1) MW_NUM(unsigned char, 1)
-MW_NUM(short, 1) MW_NUM(unsigned short, 1) MW_NUM(int, 1) MW_NUM(unsigned, 1)
-MW_NUM(long, 1) MW_NUM(unsigned long, 1) MW_NUM(long long, 1) MW_NUM(unsigned long long, 1)
-MW_NUM(float, 0) MW_NUM(double, 0)
-#undef MW_NUM
-template <bool B, class R> struct mw_if {};
-template <class R> struct mw_if<true, R> { typedef R type; };
-
-__device__ inline mw_val mw_mkval(mw_u64 bits, mw_u32 rtype) {
-  mw_val v;
-  v.bits = bits;
-  v.rtype = rtype;
-  return v;
-}
-__device__ inline mw_val mw_fval(double d) {
-  union { mw_u64 u; double d; } x;
-  x.d = d;
-  return mw_mkval(x.u, MW_RT_F64);
-}
-/* an arithmetic value as an mw_val: floating as double, unsigned 64-bit as such, the rest as
- * a 64-bit signed integer */
-template <class T> __device__ inline mw_val mw_val_from(T x) {
-  if (!mw_num<T>::integral) return mw_fval((double)x);
-  if (sizeof(T) == 8 && (T)0 < (T)-1) return mw_mkval((mw_u64)x, MW_RT_U64);
-  return mw_mkval((mw_u64)(long long)x, MW_RT_I64);
-}
-/* a <=> b as -1, 0, 1: exact between signed and unsigned integers, by double with a float */
-__device__ inline int mw_val_cmp(const mw_val &a, const mw_val &b) {
-  if (a.is_float() || b.is_float()) {
-    double x = a.as_double(), y = b.as_double();
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
-  long long x = a.as_i64(), y = b.as_i64();
-  bool ux = a.is_u64() && x < 0, uy = b.is_u64() && y < 0; /* beyond the signed range */
-  if (ux != uy) return ux ? 1 : -1;
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/* op of a value and an integer of any type, on either side: the integer made a value first */
-#define MW_VAL_MIXED_INT(op)                                                                    \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
-      const mw_val &a, T b) {                                                                   \
-    return a op mw_val_from(b);                                                                 \
-  }                                                                                             \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::integral, mw_val>::type operator op(              \
-      T a, const mw_val &b) {                                                                   \
-    return mw_val_from(a) op b;                                                                 \
-  }                                                                                             \
-  __device__ inline mw_val operator op(const mw_val &a, int b) { return a op mw_val_from(b); }  \
-  __device__ inline mw_val operator op(int a, const mw_val &b) { return mw_val_from(a) op b; }
-/* + - * /: a floating side (float or double) makes a double, else 64-bit integers */
-#define MW_VAL_ARITH(op)                                                                        \
-  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
-    if (a.is_float() || b.is_float()) return mw_fval(a.as_double() op b.as_double());           \
-    if (a.is_u64() || b.is_u64())                                                               \
-      return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);                     \
-    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
-  }                                                                                             \
-  MW_VAL_MIXED_INT(op)                                                                          \
-  __device__ inline double operator op(const mw_val &a, double b) { return a.as_double() op b; } \
-  __device__ inline double operator op(double a, const mw_val &b) { return a op b.as_double(); } \
-  __device__ inline double operator op(const mw_val &a, float b) {                              \
-    return a.as_double() op (double)b;                                                          \
-  }                                                                                             \
-  __device__ inline double operator op(float a, const mw_val &b) {                              \
-    return (double)a op b.as_double();                                                          \
-  }
-MW_VAL_ARITH(+)
-MW_VAL_ARITH(-)
-MW_VAL_ARITH(*)
-MW_VAL_ARITH(/)
-#undef MW_VAL_ARITH
-/* % & | ^ << >>: on the integer values, with integers only (as in C) */
-#define MW_VAL_INT(op, usign)                                                                   \
-  __device__ inline mw_val operator op(const mw_val &a, const mw_val &b) {                      \
-    if (usign) return mw_mkval((mw_u64)a.as_i64() op (mw_u64)b.as_i64(), MW_RT_U64);            \
-    return mw_mkval((mw_u64)(a.as_i64() op b.as_i64()), MW_RT_I64);                             \
-  }                                                                                             \
-  MW_VAL_MIXED_INT(op)
-MW_VAL_INT(%, a.is_u64() || b.is_u64())
-MW_VAL_INT(&, a.is_u64() || b.is_u64())
-MW_VAL_INT(|, a.is_u64() || b.is_u64())
-MW_VAL_INT(^, a.is_u64() || b.is_u64())
-MW_VAL_INT(<<, a.is_u64())
-MW_VAL_INT(>>, a.is_u64())
-#undef MW_VAL_INT
-#undef MW_VAL_MIXED_INT
-#define MW_VAL_CMP(op)                                                                          \
-  __device__ inline bool operator op(const mw_val &a, const mw_val &b) {                        \
-    return mw_val_cmp(a, b) op 0;                                                               \
-  }                                                                                             \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::ok, bool>::type operator op(const mw_val &a, T b) { \
-    return mw_val_cmp(a, mw_val_from(b)) op 0;                                                  \
-  }                                                                                             \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::ok, bool>::type operator op(T a, const mw_val &b) { \
-    return mw_val_cmp(mw_val_from(a), b) op 0;                                                  \
-  }                                                                                             \
-  __device__ inline bool operator op(const mw_val &a, int b) {                                  \
-    return mw_val_cmp(a, mw_val_from(b)) op 0;                                                  \
-  }                                                                                             \
-  __device__ inline bool operator op(int a, const mw_val &b) {                                  \
-    return mw_val_cmp(mw_val_from(a), b) op 0;                                                  \
-  }
-MW_VAL_CMP(<)
-MW_VAL_CMP(>)
-MW_VAL_CMP(<=)
-MW_VAL_CMP(>=)
-MW_VAL_CMP(==)
-MW_VAL_CMP(!=)
-#undef MW_VAL_CMP
-__device__ inline mw_val operator+(const mw_val &a) { return a; }
-__device__ inline mw_val operator-(const mw_val &a) {
-  if (a.is_float()) return mw_fval(-a.as_double());
-  return mw_mkval(0ull - (mw_u64)a.as_i64(), a.is_u64() ? MW_RT_U64 : MW_RT_I64);
-}
-__device__ inline mw_val operator~(const mw_val &a) {
-  return mw_mkval(~(mw_u64)a.as_i64(), a.is_u64() ? MW_RT_U64 : MW_RT_I64);
-}
-__device__ inline bool operator!(const mw_val &a) { return !(bool)a; }
-/* x op= value(f) for an arithmetic x: x = (type of x)(x op value(f)) */
-#define MW_VAL_ASSIGN(op, which)                                                                \
-  template <class T>                                                                            \
-  __device__ inline typename mw_if<mw_num<T>::which, T &>::type operator op##=(T &a,             \
-                                                                               const mw_val &b) { \
-    a = (T)(a op b);                                                                            \
-    return a;                                                                                   \
-  }
-MW_VAL_ASSIGN(+, ok)
-MW_VAL_ASSIGN(-, ok)
-MW_VAL_ASSIGN(*, ok)
-MW_VAL_ASSIGN(/, ok)
-MW_VAL_ASSIGN(%, integral)
-MW_VAL_ASSIGN(&, integral)
-MW_VAL_ASSIGN(|, integral)
-MW_VAL_ASSIGN(^, integral)
-MW_VAL_ASSIGN(<<, integral)
-MW_VAL_ASSIGN(>>, integral)
-#undef MW_VAL_ASSIGN
 
 /* The outcome of future h as task code reads it: an enum mw_status (PENDING while it runs),
  * its value bits and result type once complete, its failure code and message once FAILED or
@@ -2487,22 +2183,6 @@ __device__ void mw_store_bits(mw_ctx *c, mw_u64 bits) {
   }
   c->value = bits;
 }
-template <class T> __device__ void mw_store_result(mw_ctx *c, T r) {
-  mw_store_bits(c, (mw_u64)(long long)r);
-}
-__device__ void mw_store_result(mw_ctx *c, bool r) { mw_store_bits(c, r ? 1u : 0u); }
-__device__ void mw_store_result(mw_ctx *c, float r) {
-  union { float f; mw_u32 u; } x;
-  x.f = r;
-  mw_store_bits(c, x.u);
-}
-__device__ void mw_store_result(mw_ctx *c, double r) {
-  union { double d; mw_u64 u; } x;
-  x.d = r;
-  mw_store_bits(c, x.u);
-}
-__device__ void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
-__device__ void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
 
 /* ---- owning children ------------------------------------------------------------------------ */
 /* The sibling link of owned child slot s (index + 1 in ch): from the warp's recent results or a
@@ -2659,39 +2339,6 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   ws->depth = c->d;
 }
 
-/* ---- what task bodies write --------------------------------------------------------------- */
-#define spawn(task, ...) mw_spawn__##task(_c, __LINE__, ##__VA_ARGS__)
-#define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, __LINE__, (n), ##__VA_ARGS__)
-#define value(f) mw_value_of(_c, (f), __LINE__)
-#define failed(f) mw_failed_of(_c, (f))
-#define cancelled(f) mw_cancelled_of(_c, (f))
-#define fail_code(f) mw_fail_code_of(_c, (f))
-#define fail_message(f) mw_fail_message_of(_c, (f))
-#define cancel(f) mw_cancel_of(_c, (f), __LINE__)
-#define release(f) mw_release(_c, (f))
-#define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
-/* An await is a resume point k of the body's state machine. The first time through, the
- * futures are noted and looked at; the body returns when a child must run inline first or the
- * task suspends, and comes back in at case k, where the await goes on with what is left (the
- * argument expressions are not evaluated again). */
-#define MW_AWAIT_(k, tolerant, ...)                                                          \
-  do {                                                                                       \
-    {                                                                                        \
-      const future _mw_fs[] = {__VA_ARGS__};                                                 \
-      if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))             \
-        return _mw_ret_t();                                                                  \
-    }                                                                                        \
-    if (0) {                                                                                 \
-    case (k):                                                                                \
-      if (mw_await_more(_c)) return _mw_ret_t();                                             \
-    }                                                                                        \
-    if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                                  \
-  } while (0)
-/* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
- * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */
-#define await(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
-#define await_all(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
-#define try_await(...) MW_AWAIT_(__LINE__, true, __VA_ARGS__)
 
 /* ---- the executor --------------------------------------------------------------------------- */
 
