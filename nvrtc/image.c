@@ -70,38 +70,12 @@ static int split_words(const char *s, char *buf, size_t cap, char **argv, int ma
   return n;
 }
 
-/* Runs the compiler (posix_spawn: safe while the executor's threads run; no shell), its output
- * to log_path, for at most HOST_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
+/* Runs argv (posix_spawn: safe while the executor's threads run; no shell), its output to
+ * log_path, for at most HOST_COMPILE_TIMEOUT_S. Returns its exit status, -1 if it could not
  * start, -2 if it ran out of time (it is killed). */
-static int run_compiler(const char *cpp, const char *so, const char *log_path,
-                        const mw__build_opts *bo) {
-  char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
-  int ndirs = bo ? bo->ninclude_dirs : 0;
-  char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
-  if (!argv) return -1;
-  int n = split_words(host_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
-  if (n == 0) {
-    free(argv);
-    return -1;
-  }
-  n += split_words(HOST_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
-  n += split_words(bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, optbuf, sizeof optbuf,
-                   argv + n, 8);
-  for (int i = 0; i < ndirs; ++i) { /* the user's folders, before Boost's */
-    argv[n++] = (char *)"-I";
-    argv[n++] = (char *)bo->include_dirs[i];
-  }
-  n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
-  argv[n++] = (char *)"-o";
-  argv[n++] = (char *)so;
-  argv[n++] = (char *)cpp;
-  argv[n++] = (char *)MW_SIM_LIB;
-  argv[n] = NULL;
+static int run_argv(char **argv, const char *log_path) {
   posix_spawn_file_actions_t fa;
-  if (posix_spawn_file_actions_init(&fa)) {
-    free(argv);
-    return -1;
-  }
+  if (posix_spawn_file_actions_init(&fa)) return -1;
   posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&fa, 2, 1);
   pid_t pid;
@@ -114,10 +88,8 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
       fprintf(f, "cannot start the C++ compiler %s: %s\n", argv[0], strerror(err));
       fclose(f);
     }
-    free(argv);
     return -1;
   }
-  free(argv);
   double end = mw__now() + HOST_COMPILE_TIMEOUT_S;
   int st = 0;
   for (;;) {
@@ -135,6 +107,38 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs the compiler on cpp: a shared object so, or with object set an object file so (-c) to
+ * link with others (host_link). Returns as run_argv. */
+static int run_compiler(const char *cpp, const char *so, const char *log_path,
+                        const mw__build_opts *bo, int object) {
+  char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
+  int ndirs = bo ? bo->ninclude_dirs : 0;
+  char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
+  if (!argv) return -1;
+  int n = split_words(host_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
+  if (n == 0) {
+    free(argv);
+    return -1;
+  }
+  n += split_words(HOST_FLAGS, flagbuf, sizeof flagbuf, argv + n, 48);
+  n += split_words(bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, optbuf, sizeof optbuf,
+                   argv + n, 8);
+  for (int i = 0; i < ndirs; ++i) { /* the user's folders, before Boost's */
+    argv[n++] = (char *)"-I";
+    argv[n++] = (char *)bo->include_dirs[i];
+  }
+  n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
+  if (object) argv[n++] = (char *)"-c";
+  argv[n++] = (char *)"-o";
+  argv[n++] = (char *)so;
+  argv[n++] = (char *)cpp;
+  if (!object) argv[n++] = (char *)MW_SIM_LIB;
+  argv[n] = NULL;
+  int st = run_argv(argv, log_path);
+  free(argv);
+  return st;
+}
+
 /* The host compiler's cache key: the source, the compiler, its flags, the include folders and
  * the headers reached. */
 static void host_key(const mw__image_req *req, char key[65]) {
@@ -142,7 +146,7 @@ static void host_key(const mw__image_req *req, char key[65]) {
   char dirs[65] = "";
   if (bo && bo->ninclude_dirs)
     mw__cache_key((const void *const *)bo->include_dirs, NULL, bo->ninclude_dirs, dirs);
-  const void *parts[] = {"sim-2", req->source, host_cxx(), HOST_FLAGS,
+  const void *parts[] = {req->object ? "sim-object-1" : "sim-2", req->source, host_cxx(), HOST_FLAGS,
                          bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, dirs,
                          bo ? bo->deps : ""};
   mw__cache_key(parts, NULL, 7, key);
@@ -166,7 +170,7 @@ static int host_compile(const mw__image_req *req, void **data, size_t *size, cha
     rc = MW_EIO;
     snprintf(err, errlen, "cannot write %s", cpp);
   } else {
-    int st = run_compiler(cpp, so, logp, req->bo);
+    int st = run_compiler(cpp, so, logp, req->bo, req->object);
     char *log = NULL;
     mw__read_file(logp, &log, NULL);
     log = user_terms(req, log, cpp, st != 0 && st != -2);
@@ -198,7 +202,7 @@ static int host_compile(const mw__image_req *req, void **data, size_t *size, cha
  * MOONWARP_DEVICE_DEFINE when env): *opts (malloc'd, *nopts of them, strings in the same
  * block; free(*opts) frees all). MW_EINVAL with the message in err for a bad
  * MOONWARP_DEVICE_DEFINE, MW_ENOMEM. */
-static int nvrtc_options(const mw__build_opts *bo, int env, const char ***opts, int *nopts,
+static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char ***opts, int *nopts,
                          char *err, size_t errlen) {
   /* MOONWARP_PROBES=1: the executor times its own steps (runtime.cuh, probes).
    * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
@@ -217,12 +221,13 @@ static int nvrtc_options(const mw__build_opts *bo, int env, const char ***opts, 
     snprintf(extra, sizeof extra, "-D%s", define);
   }
   int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
-  size_t bytes = 4 * sizeof(char *) + sizeof extra;
+  size_t bytes = 5 * sizeof(char *) + sizeof extra;
   for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
   const char **v = malloc(bytes);
   if (!v) return MW_ENOMEM;
-  char *text = (char *)(v + 4 + ndirs);
+  char *text = (char *)(v + 5 + ndirs);
   v[n++] = "-DMW_CUDA=1";
+  if (rdc) v[n++] = "-rdc=true"; /* a part of an image, linked with the others (mw__image_link) */
   if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
   if (*extra) {
     v[n++] = strcpy(text, extra);
@@ -300,11 +305,11 @@ int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_
                       char **log) {
   memset(out, 0, sizeof *out);
   if (log) *log = NULL;
-  out->ext = req->host_code ? "so" : "cubin";
+  out->ext = req->object ? (req->host_code ? "o" : "rcubin") : req->host_code ? "so" : "cubin";
   if (!req->offline) dump_source(req->source, req->host_code ? "cpp" : "cu");
   const char **opts = NULL;
   int nopts = 0, rc = 0;
-  if (!req->host_code && (rc = nvrtc_options(req->bo, !req->offline, &opts, &nopts, err, errlen)))
+  if (!req->host_code && (rc = nvrtc_options(req->bo, !req->offline, req->object, &opts, &nopts, err, errlen)))
     return rc;
   if (!req->offline) {
     if (req->host_code) host_key(req, out->key);
@@ -320,6 +325,116 @@ int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_
                         : nvrtc_compile(req, opts, nopts, &out->data, &out->size, err, errlen, log);
   free(opts);
   if (!rc && !req->offline) mw__cache_put(out->key, out->ext, out->data, out->size);
+  if (rc) mw__image_free(out);
+  return rc;
+}
+
+/* ---- linking the parts of an image ------------------------------------------------------ */
+
+/* Links objects with the host compiler into a shared object, in a temporary folder. */
+static int host_link(const mw__image *const *parts, int n, void **data, size_t *size, char *err,
+                     size_t errlen) {
+  char dir[] = "/tmp/moonwarp-link-XXXXXX";
+  if (!mkdtemp(dir)) {
+    snprintf(err, errlen, "cannot create a temporary directory for the sim link");
+    return MW_EIO;
+  }
+  char so[256], logp[256], cxxbuf[1024];
+  snprintf(so, sizeof so, "%s/image.so", dir);
+  snprintf(logp, sizeof logp, "%s/log.txt", dir);
+  char **argv = malloc(sizeof *argv * (size_t)(n + 32));
+  char *names = malloc((size_t)n * 256);
+  int rc = argv && names ? 0 : MW_ENOMEM, k = 0;
+  if (!rc) k = split_words(host_cxx(), cxxbuf, sizeof cxxbuf, argv, 16);
+  if (!rc && !k) {
+    snprintf(err, errlen, "the C++ compiler is not named (MOONWARP_CXX)");
+    rc = MW_ENODEV;
+  }
+  if (!rc) {
+    static const char *const flags[] = {"-shared", "-fPIC", "-pthread", "-o"};
+    for (size_t f = 0; f < sizeof flags / sizeof *flags; ++f) argv[k++] = (char *)flags[f];
+    argv[k++] = so;
+    for (int i = 0; i < n && !rc; ++i) {
+      char *name = names + (size_t)i * 256;
+      snprintf(name, 256, "%s/part%d.o", dir, i);
+      if (mw__write_file_atomic(name, parts[i]->data, parts[i]->size)) {
+        snprintf(err, errlen, "cannot write %s", name);
+        rc = MW_EIO;
+      }
+      argv[k++] = name;
+    }
+    argv[k++] = (char *)MW_SIM_LIB;
+    argv[k] = NULL;
+  }
+  if (!rc) {
+    int st = run_argv(argv, logp);
+    if (st != 0) {
+      char *log = NULL;
+      mw__read_file(logp, &log, NULL);
+      snprintf(err, errlen, "linking the sim image failed%s%s", log && *log ? ":\n" : "", log ? log : "");
+      free(log);
+      rc = st == -2 ? MW_ETIMEDOUT : st == -1 ? MW_ENODEV : MW_ECOMPILE;
+    } else if (mw__read_file(so, (char **)data, size)) {
+      snprintf(err, errlen, "cannot read %s", so);
+      rc = MW_EIO;
+    }
+  }
+  for (int i = 0; names && i < n; ++i) unlink(names + (size_t)i * 256);
+  free(names);
+  free(argv);
+  unlink(so);
+  unlink(logp);
+  rmdir(dir);
+  return rc;
+}
+
+/* Links relocatable cubins (or PTX) with nvJitLink. */
+static int cuda_link(const mw__image *const *parts, int n, int arch, void **data, size_t *size,
+                     char *err, size_t errlen) {
+  const void **bytes = malloc(sizeof *bytes * (size_t)n);
+  size_t *sizes = malloc(sizeof *sizes * (size_t)n);
+  int *cubin = malloc(sizeof *cubin * (size_t)n);
+  int rc = bytes && sizes && cubin ? 0 : MW_ENOMEM;
+  for (int i = 0; !rc && i < n; ++i) {
+    bytes[i] = parts[i]->data;
+    sizes[i] = parts[i]->size;
+    cubin[i] = parts[i]->size >= 4 && !memcmp(parts[i]->data, "\177ELF", 4);
+  }
+  char *log = NULL;
+  if (!rc) rc = mw__nvjitlink(arch, bytes, sizes, cubin, n, data, size, &log);
+  if (rc) snprintf(err, errlen, "%s", log ? log : rc == MW_ENOMEM ? "out of memory" : "the link failed");
+  free(log);
+  free(bytes);
+  free(sizes);
+  free(cubin);
+  return rc;
+}
+
+int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, mw__image *out,
+                   char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  out->ext = host_code ? "so" : "cubin";
+  int keyed = 1;
+  for (int i = 0; i < n; ++i) keyed &= parts[i]->key[0] != 0;
+  if (keyed) {
+    const void **kp = malloc(sizeof *kp * (size_t)(n + 3));
+    if (!kp) return MW_ENOMEM;
+    char a[32];
+    snprintf(a, sizeof a, "%d", arch);
+    kp[0] = host_code ? "sim-link-1" : "cuda-link-1";
+    kp[1] = host_code ? host_cxx() : a;
+    kp[2] = host_code ? MW_SIM_LIB : "";
+    for (int i = 0; i < n; ++i) kp[3 + i] = parts[i]->key;
+    mw__cache_key(kp, NULL, n + 3, out->key);
+    free(kp);
+    if (mw__cache_get(out->key, out->ext, &out->data, &out->size) == 0) {
+      out->cached = 1;
+      return 0;
+    }
+  }
+  int rc = host_code ? host_link(parts, n, &out->data, &out->size, err, errlen)
+                     : cuda_link(parts, n, arch, &out->data, &out->size, err, errlen);
+  if (!rc && keyed) mw__cache_put(out->key, out->ext, out->data, out->size);
   if (rc) mw__image_free(out);
   return rc;
 }

@@ -15,6 +15,9 @@ typedef struct mw__image_req {
   int arch;                 /* NVRTC: the device's compute capability (90 for sm_90) */
   /* 1: no cache, no dump, none of the environment's executor options (mw_compile_cubin) */
   int offline;
+  /* 1: a part of an image (mw__generate_part), compiled to link with the others
+   * (mw__image_link): an object file (host), a relocatable cubin (NVRTC -rdc=true) */
+  int object;
   /* the programs the source was generated from with canonical places (mw__gen_opts.canon):
    * the compiler's messages name their files and lines (mw__user_places); 0: none */
   mw__parsed *const *progs;
@@ -42,6 +45,13 @@ int mw__image_compiler_ready(int host_code, char *err, size_t errlen);
  * on success, the log in the user's terms on failure. Thread-safe. */
 int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_t errlen,
                       char **log);
+
+/* Links parts (compiled with object set, all for host_code and arch) into an image, or finds
+ * the image in the cache: its key is the parts' keys (an image of parts not in the cache is not
+ * kept). 0, or MW_ECOMPILE (the linker's message in err), MW_ENODEV (no linker), MW_EIO,
+ * MW_ETIMEDOUT, MW_ENOMEM. Thread-safe. */
+int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, mw__image *out,
+                   char *err, size_t errlen);
 
 /* Removes the cache entry an image came from (one that passed its checksum but that its
  * backend could not load: left by another version or a changed system), so that the next

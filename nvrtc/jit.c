@@ -69,43 +69,54 @@ static void set_msg(const char *fmt, ...) {
   va_end(ap);
 }
 
-static void *open_library(void) {
-  static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-  enum { NNAMES = sizeof names / sizeof names[0] };
+/* Opens the first of names[0..n) that loads: $<env> alone when it is set, else through the
+ * loader's search path, then lib64/ under $CUDA_HOME, $CUDA_PATH and /usr/local/cuda. NULL with
+ * what was tried in msg (what: the library's name for people, hint: how to get it). */
+static void *open_library_of(const char *const *names, size_t n, const char *env_name,
+                             const char *what, const char *hint, char *msg, size_t msglen) {
+  enum { MAXN = 4 };
   const char *roots[3];
-  char paths[NNAMES][1024], first_err[400], why[400], dirs[400] = "";
-  const char *under[NNAMES];
+  char paths[MAXN][1024], first_err[400], why[400], dirs[400] = "", list[200] = "";
+  const char *under[MAXN];
   size_t i, j, nroots = 0;
   void *lib;
-  const char *env = getenv("MOONWARP_NVRTC");
+  const char *env = getenv(env_name);
 
+  if (n > MAXN) n = MAXN;
   if (env && *env) {
     lib = mw__dl_open_first(&env, 1, NULL, why, sizeof why);
-    if (!lib) set_msg("%s (from MOONWARP_NVRTC) could not be opened (dlopen: %s)", env, why);
+    if (!lib) snprintf(msg, msglen, "%s (from %s) could not be opened (dlopen: %s)", env, env_name, why);
     return lib;
   }
 
-  if ((lib = mw__dl_open_first(names, NNAMES, NULL, first_err, sizeof first_err))) return lib;
+  if ((lib = mw__dl_open_first(names, n, NULL, first_err, sizeof first_err))) return lib;
 
   if ((env = getenv("CUDA_HOME")) && *env) roots[nroots++] = env;
   if ((env = getenv("CUDA_PATH")) && *env) roots[nroots++] = env;
   roots[nroots++] = "/usr/local/cuda";
   for (j = 0; j < nroots; j++) {
-    for (i = 0; i < NNAMES; i++) {
+    for (i = 0; i < n; i++) {
       snprintf(paths[i], sizeof paths[i], "%s/lib64/%s", roots[j], names[i]);
       under[i] = paths[i];
     }
-    if ((lib = mw__dl_open_first(under, NNAMES, NULL, why, sizeof why))) return lib;
+    if ((lib = mw__dl_open_first(under, n, NULL, why, sizeof why))) return lib;
   }
 
   for (j = 0; j < nroots; j++)
     snprintf(dirs + strlen(dirs), sizeof dirs - strlen(dirs), "%s%s/lib64", j ? ", " : "",
              roots[j]);
-  set_msg("NVRTC not found: no libnvrtc.so, libnvrtc.so.13 or libnvrtc.so.12 on the library "
-          "path nor in %s (dlopen: %s); install the CUDA toolkit's NVRTC or set MOONWARP_NVRTC "
-          "to its path",
-          dirs, first_err);
+  for (i = 0; i < n; i++)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? (i + 1 == n ? " or " : ", ") : "",
+             names[i]);
+  snprintf(msg, msglen, "%s not found: no %s on the library path nor in %s (dlopen: %s); %s or set %s "
+           "to its path", what, list, dirs, first_err, hint, env_name);
   return NULL;
+}
+
+static void *open_library(void) {
+  static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  return open_library_of(names, sizeof names / sizeof names[0], "MOONWARP_NVRTC", "NVRTC",
+                         "install the CUDA toolkit's NVRTC", load_msg, sizeof load_msg);
 }
 
 static void load(void) {
@@ -377,5 +388,106 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
   if (prog) nv.DestroyProgram(&prog);
   free(all);
   hand_log(rc, text, log);
+  return rc;
+}
+
+/* ---- nvJitLink: the parts of an image linked into one cubin ------------------------------- */
+
+typedef int nvjl_result;
+typedef struct nvJitLink *nvjl_handle;
+enum { NVJL_INPUT_CUBIN = 1, NVJL_INPUT_PTX = 2 };
+
+struct nvjl_api {
+  nvjl_result (*Create)(nvjl_handle *h, unsigned n, const char **opts);
+  nvjl_result (*Destroy)(nvjl_handle *h);
+  nvjl_result (*AddData)(nvjl_handle h, int type, const void *data, size_t size, const char *name);
+  nvjl_result (*Complete)(nvjl_handle h);
+  nvjl_result (*GetLinkedCubinSize)(nvjl_handle h, size_t *size);
+  nvjl_result (*GetLinkedCubin)(nvjl_handle h, void *cubin);
+  nvjl_result (*GetErrorLogSize)(nvjl_handle h, size_t *size);
+  nvjl_result (*GetErrorLog)(nvjl_handle h, char *log);
+};
+
+static struct nvjl_api jl;
+static const mw__dl_sym jl_symbols[] = {
+#define SYM(member) {"nvJitLink" #member, offsetof(struct nvjl_api, member)}
+    SYM(Create), SYM(Destroy), SYM(AddData), SYM(Complete), SYM(GetLinkedCubinSize),
+    SYM(GetLinkedCubin), SYM(GetErrorLogSize), SYM(GetErrorLog),
+#undef SYM
+};
+static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
+static int jl_rc;
+static char jl_msg[1024];
+
+static void jl_load(void) {
+  static const char *const names[] = {"libnvJitLink.so", "libnvJitLink.so.13", "libnvJitLink.so.12"};
+  void *lib = open_library_of(names, sizeof names / sizeof names[0], "MOONWARP_NVJITLINK",
+                              "nvJitLink", "install the CUDA toolkit's nvJitLink", jl_msg,
+                              sizeof jl_msg);
+  const char *missing;
+  if (!lib) {
+    jl_rc = MW_ENODEV;
+    return;
+  }
+  if ((missing = mw__dl_resolve(lib, jl_symbols, sizeof jl_symbols / sizeof jl_symbols[0], &jl))) {
+    snprintf(jl_msg, sizeof jl_msg, "the nvJitLink library found has no %s: CUDA 12 or newer is needed",
+             missing);
+    memset(&jl, 0, sizeof jl);
+    jl_rc = MW_ENODEV;
+  }
+}
+
+/* nvJitLink's error log of h (malloc'd), or a message of its own. */
+static char *jl_error(nvjl_handle h, const char *what, nvjl_result r) {
+  size_t n = 0;
+  char *log = NULL;
+  if (h && jl.GetErrorLogSize(h, &n) == 0 && n > 1 && (log = malloc(n)) && jl.GetErrorLog(h, log) != 0) {
+    free(log);
+    log = NULL;
+  }
+  char *m = format("nvJitLink: %s failed (error %d)%s%s", what, r, log ? ":\n" : "", log ? log : "");
+  free(log);
+  return m;
+}
+
+int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const int *is_cubin,
+                  int n, void **image, size_t *size, char **log) {
+  char arch[32], msg[1024];
+  int target = 0, cubin = 0;
+  *image = NULL;
+  *size = 0;
+  if (log) *log = NULL;
+  pthread_once(&jl_once, jl_load);
+  int rc = jl_rc;
+  if (rc) {
+    if (log) *log = format("%s", jl_msg);
+    return rc;
+  }
+  if ((rc = mw__nvrtc_load(msg, sizeof msg)) || (rc = pick_target(sm, &target, &cubin, msg, sizeof msg))) {
+    if (log) *log = format("%s", msg);
+    return rc;
+  }
+  snprintf(arch, sizeof arch, "-arch=sm_%d", sm); /* PTX parts are compiled for the device */
+  const char *opts[] = {arch};
+  nvjl_handle h = NULL;
+  char *text = NULL;
+  nvjl_result r = jl.Create(&h, 1, opts);
+  if (r) text = jl_error(NULL, "nvJitLinkCreate", r);
+  for (int i = 0; i < n && !r; ++i)
+    if ((r = jl.AddData(h, is_cubin[i] ? NVJL_INPUT_CUBIN : NVJL_INPUT_PTX, parts[i], sizes[i], "part")))
+      text = jl_error(h, "nvJitLinkAddData", r);
+  if (!r && (r = jl.Complete(h))) text = jl_error(h, "the link", r);
+  if (!r && ((r = jl.GetLinkedCubinSize(h, size)) || !*size)) text = jl_error(h, "nvJitLinkGetLinkedCubinSize", r);
+  if (!r && !(*image = malloc(*size))) rc = MW_ENOMEM;
+  if (!r && !rc && (r = jl.GetLinkedCubin(h, *image))) text = jl_error(h, "nvJitLinkGetLinkedCubin", r);
+  if (r || rc) {
+    free(*image);
+    *image = NULL;
+    *size = 0;
+    if (!rc) rc = MW_ECOMPILE;
+  }
+  if (h) jl.Destroy(&h);
+  if (log) *log = text;
+  else free(text);
   return rc;
 }

@@ -32,4 +32,12 @@ int mw__nvrtc_target(int sm, int *target, int *is_cubin);
 int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *const *opts,
                       int nopts, void **image, size_t *size, int *is_cubin, char **log);
 
+/* Links the parts of an image (relocatable cubins of compiles with -rdc=true, or PTX where
+ * is_cubin[i] is 0) into one cubin for sm with nvJitLink, opened with dlopen at first use
+ * ($MOONWARP_NVJITLINK, else libnvJitLink.so, .so.13, .so.12 as NVRTC is looked for). 0 with
+ * *image (malloc'd) and *size, or MW_ECOMPILE / MW_ENODEV / MW_ENOMEM with the message in *log
+ * (malloc'd; log may be NULL). Thread-safe. */
+int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const int *is_cubin,
+                  int n, void **image, size_t *size, char **log);
+
 #endif /* MW_JIT_H */

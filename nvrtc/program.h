@@ -53,6 +53,7 @@ typedef struct mw__parsed {
    * canonical place name MW_PLACE_PREFIX <tag> '>'; "" gives it "p" and its index in the list
    * it is generated with */
   char tag[24];
+  int debug; /* built for a debugger: its lines are the user's, not canonical places */
 } mw__parsed;
 
 /* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a

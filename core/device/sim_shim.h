@@ -242,7 +242,7 @@ struct Warp {
 #endif
 };
 
-static thread_local Warp *tls_warp; /* the warp this thread runs, or null */
+inline thread_local Warp *tls_warp; /* the warp this thread runs, or null */
 
 [[noreturn]] __attribute__((noinline, cold)) inline void outside_warp(const char *what, const char *file,
                                                                        int line) {
@@ -258,7 +258,7 @@ struct StackCache {
     while (n) bctx::protected_fixedsize_stack(kLaneStack).deallocate(s[--n]);
   }
 };
-static thread_local StackCache tls_stacks;
+inline thread_local StackCache tls_stacks;
 
 inline void stack_release(bctx::stack_context &sc) noexcept {
 #ifdef MW_SIM_ASAN
@@ -623,7 +623,7 @@ struct LaneEntry {
 
 /* ---- faults ---- */
 static const int kFaultSigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-static struct sigaction g_prev[sizeof kFaultSigs / sizeof kFaultSigs[0]];
+inline struct sigaction g_prev[sizeof kFaultSigs / sizeof kFaultSigs[0]];
 
 extern "C" void mw_sim_fault_handler_impl(int sig, siginfo_t *si, void *uc);
 
@@ -647,6 +647,7 @@ inline void chain(int sig, siginfo_t *si, void *uc) {
   if (!si || si->si_code <= 0) raise(sig);
 }
 
+#ifndef MW_SIM_PART /* the executor's part of an image defines what is not inline (below too) */
 /* Not inline: exported below under a fixed name (an alias of this definition). */
 extern "C" __attribute__((no_sanitize_address)) void mw_sim_fault_handler_impl(int sig, siginfo_t *si, void *uc) {
   stack_t ss;
@@ -662,6 +663,7 @@ extern "C" __attribute__((no_sanitize_address)) void mw_sim_fault_handler_impl(i
   }
   chain(sig, si, uc);
 }
+#endif
 
 /* Whether a handler is the fault handler of some sim object (this one or another loaded one). */
 inline bool is_sim_handler(void (*fn)(int, siginfo_t *, void *)) {
@@ -711,7 +713,7 @@ struct AltStack {
     }
   }
 };
-static thread_local AltStack tls_alt;
+inline thread_local AltStack tls_alt;
 
 inline Hub *alt_hub() {
   if (!tls_alt.mem) {
@@ -960,6 +962,7 @@ inline void __mw_sim_restart_on_divergence(void) {
   snprintf(w->fault, sizeof w->fault, "%s", msg);
   mw_sim::fault_exit(w);
 }
+#ifndef MW_SIM_PART
 /* A failed assert in lane code ends the warp as a fault that names the assertion and its place
  * (the runtime puts the place in the user's terms) rather than printing it here: hidden, so it
  * stands in for libc's within this object only. Outside a warp, libc's words and abort(). */
@@ -973,6 +976,7 @@ extern "C" __attribute__((visibility("hidden"), noreturn)) void __assert_fail(
   snprintf(w->fault, sizeof w->fault, "assertion `%s' failed at %s:%u", expr, file, line);
   mw_sim::fault_exit(w);
 }
+#endif
 #undef MW_SIM_SITE
 
 /* ---- atomics: real ones across host threads, sequentially consistent ------------------------ */
@@ -1083,9 +1087,9 @@ inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST)
  * Only task code is stopped (the executor marks it with __mw_sim_task), never the executor's own
  * loop or its stop barrier. */
 namespace mw_sim {
-static thread_local const volatile int *tls_abort_flag; /* nonzero once the runtime faulted */
-static thread_local int tls_in_task;                   /* the warp runs a task body */
-static thread_local int tls_stopped;                   /* this thread's warp was stopped once */
+inline thread_local const volatile int *tls_abort_flag; /* nonzero once the runtime faulted */
+inline thread_local int tls_in_task;                   /* the warp runs a task body */
+inline thread_local int tls_stopped;                   /* this thread's warp was stopped once */
 inline void stop_task_if_faulted() {
   Warp *w = tls_warp;
   if (!w || !tls_in_task || tls_stopped || !tls_abort_flag || !*tls_abort_flag) return;
@@ -1262,6 +1266,7 @@ inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { r
 
 #pragma GCC visibility pop
 
+#ifndef MW_SIM_PART
 /* ---- entry points --------------------------------------------------------------------------- */
 
 /* The fault handler under a fixed exported name, by which other sim objects recognise it. */
@@ -1331,5 +1336,7 @@ MW_SIM_API int mw_sim_run_warp(void (*kernel)(void *), void *arg, unsigned warp,
   delete w; /* unstarted fibers (allocation failure) are unwound here */
   return rc;
 }
+
+#endif /* MW_SIM_PART */
 
 #endif /* MW_SIM_SHIM_H */

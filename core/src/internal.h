@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "moonwarp.h"
+#include "image.h"
 #include "program.h"
 #include "protocol_host.h"
 
@@ -107,10 +108,11 @@ typedef struct mw__hslot {
 struct mw_program {
   mw_runtime *rt;
   mw__parsed parsed;
-  int index; /* position in rt->progs: namespace mw_p<index> */
-  char **include_dirs; /* its options that apply to the runtime's whole compile (absolute) */
+  int index; /* position in rt->progs */
+  char **include_dirs; /* its include directories (absolute) */
   int ninclude_dirs;
   int debug;
+  mw__image obj; /* its compiled part of the executor image (mw__generate_part) */
 };
 
 struct mw_buffer {
@@ -159,7 +161,9 @@ struct mw_runtime {
    * indices): what executor threads read (mw__backend_args), changed only while it is stopped */
   mw__parsed *run_progs[MW_MAX_KINDS];
   int run_nprogs;
-  int run_canon; /* its lines are canonical places (mw__gen_opts.canon) */
+  int one_unit;  /* $MOONWARP_ONE_UNIT=1: every load compiles all programs in one unit */
+  mw__image exec_obj; /* the executor's part of the images (compiled once) */
+  int exec_debug;     /* exec_obj was built for a debugger */
   uint32_t nkinds;
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
   mw_buffer *buffers;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "image.h"
 #include "internal.h"
 #include "jit.h"
@@ -93,9 +94,10 @@ static const mw__parsed *program_of_task(const mw_runtime *rt, const char *name,
 }
 
 /* The line of p's file that line of the running image's code of p is: its lines are counted in
- * canonical places unless the image was built for a debugger (mw__gen_opts.canon). */
+ * canonical places unless it was built for a debugger (mw__parsed.debug). */
 static int image_line(const mw_runtime *rt, const mw__parsed *p, int line) {
-  return rt->run_canon ? mw__user_line(p, line) : line;
+  (void)rt;
+  return p->debug ? line : mw__user_line(p, line);
 }
 
 /* A task's failure message with the executor's line (MW_DIVERGED_AT: "t: spawn ... at line 3")
@@ -466,6 +468,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
+  const char *one = getenv("MOONWARP_ONE_UNIT"); /* to compare: every load compiles all programs */
+  rt->one_unit = one && !strcmp(one, "1");
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
   rt->hs = calloc(rt->host_slots, sizeof *rt->hs);
@@ -616,6 +620,7 @@ static int restart_executor(mw_runtime *rt) {
 }
 
 static void program_free(mw_program *p) {
+  mw__image_free(&p->obj);
   mw__parsed_free(&p->parsed);
   mw__free_strings(p->include_dirs, p->ninclude_dirs);
   free(p);
@@ -636,6 +641,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   mw__trace_free(rt, rc != MW_ETIMEDOUT);
   for (int i = 0; i < rt->nprogs; ++i) program_free(rt->progs[i]);
   free(rt->progs);
+  mw__image_free(&rt->exec_obj);
   for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) free(rt->kind_names[k]);
   if (rc != MW_ETIMEDOUT) free_state(rt);
   rt->ops->close(rt->be);
@@ -697,40 +703,157 @@ static int build_options(mw_program *const *progs, int n, const char *gen, mw__b
   return mw__include_digest(gen, v, k, bo->deps);
 }
 
+/* Compiles the part of an image described by part and progs (mw__generate_part) with the
+ * options of progs[0..nopt) into *out, through the cache. rt->err says why it failed. */
+static int compile_part(mw_runtime *rt, mw__gen_part part, mw_program *const *opt, int nopt,
+                        mw__parsed *const *progs, int nprogs, int debug, mw__image *out) {
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  char *gen = mw__generate_part(part, progs, nprogs, &go);
+  mw__build_opts bo;
+  const char **dirs = NULL;
+  int rc = gen ? build_options(opt, nopt, gen, &bo, &dirs) : MW_ENOMEM;
+  if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+  bo.debug = debug;
+  mw__image_req req = {.source = gen, .bo = &bo, .host_code = rt->ops->host_code, .arch = rt->arch,
+                       .object = 1, .progs = progs, .nprogs = nprogs};
+  if (!rc) rc = mw__image_compile(&req, out, rt->err, sizeof rt->err, NULL);
+  free(dirs);
+  free(gen);
+  return rc;
+}
+
+/* p's tag (mw__parsed.tag): "q" and a digest of its generated part, so that its compiled part
+ * is the same wherever and whenever it loads; a program that another loaded program has the
+ * same part as gets a number after it. */
+static int tag_program(mw_runtime *rt, mw_program *p) {
+  snprintf(p->parsed.tag, sizeof p->parsed.tag, "x");
+  mw__parsed *list[1] = {&p->parsed};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  char *gen = mw__generate_part(MW_GEN_PROGRAM, list, 1, &go);
+  if (!gen) return MW_ENOMEM;
+  const void *parts[] = {gen};
+  char key[65];
+  mw__cache_key(parts, NULL, 1, key);
+  free(gen);
+  for (int n = 1;; ++n) {
+    if (n == 1) snprintf(p->parsed.tag, sizeof p->parsed.tag, "q%.15s", key);
+    else snprintf(p->parsed.tag, sizeof p->parsed.tag, "q%.15sz%d", key, n % 100000);
+    int taken = 0;
+    for (int i = 0; i < rt->nprogs && !taken; ++i) taken = !strcmp(rt->progs[i]->parsed.tag, p->parsed.tag);
+    if (!taken) return 0;
+  }
+}
+
+/* Compiles program p alone (its part of the executor image) into p->obj. rt->err says why it
+ * failed: the compiler's messages name the user's files and lines. */
+static int compile_program(mw_runtime *rt, mw_program *p) {
+  if (rt->one_unit) return 0;
+  int rc = tag_program(rt, p);
+  if (rc) {
+    mw__rt_error(rt, "out of memory");
+    return rc;
+  }
+  mw__parsed *list[1] = {&p->parsed};
+  return compile_part(rt, MW_GEN_PROGRAM, &p, 1, list, 1, p->debug, &p->obj);
+}
+
+/* The image of progs[0..nprogs) with the executor: compiled in one unit (rt->one_unit), or
+ * linked from the executor's part (compiled once), each program's own (compile_program) and
+ * the link part of these programs. */
+static int build_image(mw_runtime *rt, mw_program *const *progs, mw__parsed *const *list,
+                       int nprogs, mw__image *img, mw__image_req *req_out, char **gen_out,
+                       const char ***dirs_out, mw__build_opts *bo) {
+  int debug = 0;
+  for (int i = 0; i < nprogs; ++i) debug |= progs[i]->debug;
+  if (rt->one_unit) {
+    mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+    char *gen = mw__generate(list, nprogs, &go);
+    int rc = gen ? build_options((mw_program **)progs, nprogs, gen, bo, dirs_out) : MW_ENOMEM;
+    if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+    mw__image_req req = {.source = gen, .bo = bo, .host_code = rt->ops->host_code, .arch = rt->arch,
+                         .progs = list, .nprogs = nprogs};
+    *req_out = req;
+    *gen_out = gen;
+    return rc ? rc : mw__image_compile(req_out, img, rt->err, sizeof rt->err, NULL);
+  }
+  int rc = 0;
+  if (!rt->exec_obj.data || rt->exec_debug != debug) {
+    mw__image_free(&rt->exec_obj);
+    rc = compile_part(rt, MW_GEN_EXECUTOR, NULL, 0, NULL, 0, debug, &rt->exec_obj);
+    rt->exec_debug = debug;
+  }
+  mw__image link = {0};
+  if (!rc) rc = compile_part(rt, MW_GEN_LINK, NULL, 0, list, nprogs, debug, &link);
+  const mw__image **parts = malloc(sizeof *parts * (size_t)(nprogs + 2));
+  if (!rc && !parts) {
+    mw__rt_error(rt, "out of memory");
+    rc = MW_ENOMEM;
+  }
+  if (!rc) {
+    parts[0] = &rt->exec_obj;
+    for (int i = 0; i < nprogs; ++i) parts[1 + i] = &progs[i]->obj;
+    parts[nprogs + 1] = &link;
+    rc = mw__image_link(parts, nprogs + 2, rt->ops->host_code, rt->arch, img, rt->err, sizeof rt->err);
+  }
+  free(parts);
+  mw__image_free(&link);
+  return rc;
+}
+
 /* Loads the image into the backend; a cached image the backend refuses (left by another version
- * or a changed system) is removed from the cache and compiled afresh, once. */
-static int load_image(mw_runtime *rt, const mw__image_req *req, mw__image *img) {
+ * or a changed system) is removed from the cache and built afresh, once (in one unit: compiled
+ * again; linked: linked again from parts compiled again). */
+static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
+                      const mw__image_req *req, mw__image *img) {
   int rc = rt->ops->load(rt->be, img->data, img->size);
   if (!rc || !img->cached) return rc;
   mw__image_evict(img);
   mw__image_free(img);
   rt->err[0] = 0;
-  rc = mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+  if (rt->one_unit) {
+    rc = mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+  } else {
+    mw__image_evict(&rt->exec_obj);
+    mw__image_free(&rt->exec_obj);
+    for (int i = 0; i < nprogs; ++i) {
+      mw__image_evict(&progs[i]->obj);
+      mw__image_free(&progs[i]->obj);
+    }
+    rc = 0;
+    for (int i = 0; i < nprogs && !rc; ++i) {
+      mw__parsed *one[1] = {&progs[i]->parsed};
+      rc = compile_part(rt, MW_GEN_PROGRAM, &progs[i], 1, one, 1, progs[i]->debug, &progs[i]->obj);
+    }
+    mw__parsed *list[MW_MAX_KINDS];
+    for (int i = 0; i < nprogs; ++i) list[i] = &progs[i]->parsed;
+    mw__image_req unused;
+    mw__build_opts bo;
+    char *gen = NULL;
+    const char **dirs = NULL;
+    /* the parts were compiled again; the link part and the link are not in the cache now */
+    if (!rc) rc = build_image(rt, progs, list, nprogs, img, &unused, &gen, &dirs, &bo);
+    free(gen);
+    free(dirs);
+  }
   return rc ? rc : rt->ops->load(rt->be, img->data, img->size);
 }
 
-/* Compiles progs[0..nprogs) into one image and makes it the executor, with nkinds task kinds:
- * the compile runs beside the running executor; then the executor stops, the image is loaded
- * and launched, and queued and suspended tasks carry on. When the new one cannot start, the one
+/* Builds the image of progs[0..nprogs) and makes it the executor, with nkinds task kinds: the
+ * build runs beside the running executor; then the executor stops, the image is loaded and
+ * launched, and queued and suspended tasks carry on. When the new one cannot start, the one
  * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
 static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
   mw__parsed *list[MW_MAX_KINDS];
-  int debug = 0;
-  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed, debug |= rt->progs[i]->debug;
-  /* canonical places (the cache's key leaves out where the sources sit), but a build for a
-   * debugger names the user's files and lines: the debugger shows them */
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, !debug};
-  char *gen = mw__generate(list, nprogs, &go);
-  mw__build_opts bo;
-  const char **dirs = NULL;
-  int rc = gen ? build_options(rt->progs, nprogs, gen, &bo, &dirs) : MW_ENOMEM;
-  if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
-  mw__image_req req = {gen, &bo, rt->ops->host_code, rt->arch, 0, list, nprogs};
+  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
   mw__image img = {0};
-  if (!rc) rc = mw__image_compile(&req, &img, rt->err, sizeof rt->err, NULL);
+  mw__image_req req = {0};
+  mw__build_opts bo;
+  char *gen = NULL;
+  const char **dirs = NULL;
+  int rc = build_image(rt, rt->progs, list, nprogs, &img, &req, &gen, &dirs, &bo);
   int stopped = 0;
   if (!rc && rt->running) stopped = !(rc = stop_executor(rt, rt->relaunch_timeout));
-  if (!rc) rc = load_image(rt, &req, &img);
+  if (!rc) rc = load_image(rt, rt->progs, nprogs, &req, &img);
   mw__image_free(&img);
   free(dirs);
   free(gen);
@@ -739,14 +862,11 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
     rt->state.nkinds = nkinds;
     /* the executor is stopped: its threads read none of this now; the image before held the
      * programs but the last (nprogs is the loaded ones and the new one) */
-    int old_canon = rt->run_canon;
     memcpy(rt->run_progs, list, sizeof *list * (size_t)nprogs);
     rt->run_nprogs = nprogs;
-    rt->run_canon = go.canon;
     if ((rc = start_executor(rt))) {
       rt->state.nkinds = old_kinds;
       rt->run_nprogs = nprogs - 1;
-      rt->run_canon = old_canon;
     }
   }
   if (rc && stopped && !rt->faulted) {
@@ -801,7 +921,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   p->parsed.def_names = defs.def_names;
   p->parsed.def_values = defs.def_values;
   memset(&defs, 0, sizeof defs);
-  p->debug = desc && desc->debug;
+  p->debug = p->parsed.debug = desc && desc->debug;
   if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
     mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
     rc = MW_ECAPACITY;
@@ -817,7 +937,8 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   p->index = rt->nprogs;
   progs[rt->nprogs] = p;
 
-  if ((rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
+  if ((rc = compile_program(rt, p)) ||
+      (rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
     goto fail_reported;
   name_kinds(rt, p);
   rt->nprogs++;
@@ -1867,7 +1988,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   mw__build_opts bo;
   const char **dirs = NULL;
   rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
-  mw__image_req req = {gen, &bo, 0, sm, 1, NULL, 0};
+  mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1};
   mw__image img = {0};
   char *log = NULL;
   err[0] = 0;
