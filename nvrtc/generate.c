@@ -282,14 +282,15 @@ static const char *kind_flags(const mw__parsed *p, const mw__task *t) {
 }
 
 /* The case of one task of a program in its dispatch function (local: its index there). */
-static void put_dispatch_case(mw__sb *b, const mw__task *t, unsigned local) {
+static void put_dispatch_case(mw__sb *b, const place *at, const mw__task *t, unsigned local) {
   if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "  case %uu: ((mw_frame_%s *)fr)->_mw_body(c, base); break;\n", local, t->name);
+    mw__sb_printf(b, "  case %uu: ((mw_%s::mw_frame_%s *)fr)->_mw_body(c, base); break;\n", local,
+                  at->tag, t->name);
   else
     mw__sb_printf(b,
-                  "  case %uu: { auto r = ((mw_frame_%s *)fr)->_mw_body(c, base); "
+                  "  case %uu: { auto r = ((mw_%s::mw_frame_%s *)fr)->_mw_body(c, base); "
                   "mw_store_result(c, r); break; }\n",
-                  local, t->name);
+                  local, at->tag, t->name);
 }
 
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
@@ -370,6 +371,7 @@ static void put_program(mw__sb *b, const place *at) {
   for (int k = 0; k < p->ntasks; ++k) put_task_decls(b, at, &p->tasks[k]);
   for (int k = 0; k < p->ntasks; ++k) put_task_body(b, at, &p->tasks[k]);
   mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_%s */\n", at->tag);
+  put_undefs(b, p); /* what follows is the runtime's: the program's defines do not reach it */
   mw__sb_printf(b, "extern __device__ const mw_kind_info mw_%s_kinds[] = {\n", at->tag);
   for (int k = 0; k < p->ntasks; ++k) {
     const mw__task *t = &p->tasks[k];
@@ -385,14 +387,13 @@ static void put_program(mw__sb *b, const place *at) {
   for (int leaf = 0; leaf < 2; ++leaf) {
     mw__sb_printf(b,
                   "__device__ void mw_%s_dispatch%s(mw_ctx *c, mw_u32 local, mw_u32 base, mw_u8 *fr) {\n"
-                  "  using namespace mw_%s;\n  switch (local) {\n",
-                  at->tag, leaf ? "_leaf" : "", at->tag);
+                  "  switch (local) {\n",
+                  at->tag, leaf ? "_leaf" : "");
     for (int k = 0; k < p->ntasks; ++k)
-      if (!leaf || task_is_leaf(p, &p->tasks[k])) put_dispatch_case(b, &p->tasks[k], (unsigned)k);
+      if (!leaf || task_is_leaf(p, &p->tasks[k])) put_dispatch_case(b, at, &p->tasks[k], (unsigned)k);
     mw__sb_puts(b, "  default: mw_fail(c, MW_FAIL_BAD_KIND, \"no such task kind in the executor\");\n"
                    "  }\n}\n");
   }
-  put_undefs(b, p);
 }
 
 /* The image's link part: the kind table, the kinds' names (and files, sim) and mw_dispatch /
@@ -667,7 +668,7 @@ char *mw__user_log(const char *log, const char *gen_path) {
     const char *arg = find(s, e, "initializing argument ");
     const char *callee = arg ? find(arg, e, "mw_spawn") : NULL;
     if (callee) { /* a spawn's argument: name the task's parameter */
-      int bulk = starts(callee, "mw_spawn_bulk__"), n = atoi(arg + 22) - (bulk ? 3 : 2);
+      int bulk = starts(callee, "mw_spawn_bulk__"), n = atoi(arg + 22) - (bulk ? 4 : 3);
       const char *name = callee + (bulk ? 15 : 10), *p = name;
       while (p < e && id_char(*p)) ++p;
       if (n >= 1) mw__sb_printf(&b, "note: it is parameter %d of task '%.*s'\n", n, (int)(p - name), name);
@@ -689,8 +690,8 @@ char *mw__user_log(const char *log, const char *gen_path) {
       continue;
     }
     const char *mf = find(s, e, "In member function ");
-    const char *body = mf ? find(mf, e, "::_mw_body(mw_ctx*)") : NULL;
-    if (body) { /* In member function ‘... mw_frame_f::_mw_body(mw_ctx*)’: */
+    const char *body = mf ? find(mf, e, "::_mw_body(mw_ctx*, mw_u32)") : NULL;
+    if (body) { /* In member function ‘... mw_frame_f::_mw_body(mw_ctx*, mw_u32)’: */
       const char *name = body;
       while (name > mf && id_char(name[-1])) --name;
       if (starts(name, "mw_frame_")) {

@@ -147,17 +147,27 @@ task int pick(int x) {
       end
     end)
 
-    it("of a name that is a macro already where the program starts are refused by the compile",
-      function()
-        compile(rt, "#define ALREADY 1\ntask int uses_already() { return ALREADY; }\n",
-          "defines_already.lua")
-        local prog, err, code = rt:compile("task int again() { return ALREADY; }\n",
-          "defines_again.lua", { defines = { ALREADY = 2 } })
-        assert.is_nil(prog)
-        assert.equals("ECOMPILE", code)
-        assert.truthy(err:find("defines_again.lua", 1, true), err)
-        assert.truthy(err:find("option 'defines': 'ALREADY' is a macro already", 1, true), err)
-      end)
+    it("are each program's own: another program's macros do not reach it", function()
+      local first = compile(rt, "#define ALREADY 1\ntask int uses_already() { return ALREADY; }\n",
+        "defines_already.lua")
+      local second = compile(rt, "task int again() { return ALREADY; }\n", "defines_again.lua",
+        { defines = { ALREADY = 2 } })
+      assert.equals(1, first.uses_already():await(30))
+      assert.equals(2, second.again():await(30))
+    end)
+
+    if backend == "sim" then
+      it("of a name that is a macro already where the program starts are refused by the compile",
+        function()
+          -- INT_MAX: <limits.h>, which the sim's headers include
+          local prog, err, code = rt:compile("task int again() { return 1; }\n",
+            "defines_again.lua", { defines = { INT_MAX = 2 } })
+          assert.is_nil(prog)
+          assert.equals("ECOMPILE", code)
+          assert.truthy(err:find("defines_again.lua", 1, true), err)
+          assert.truthy(err:find("option 'defines': 'INT_MAX' is a macro already", 1, true), err)
+        end)
+    end
 
     it("are taken by rt:compile_file, and rt:compile(source, options) without a name", function()
       local p = assert(rt:compile_file(FIXTURES .. "/from_file.cu", { defines = { FILE_N = 21 } }))
@@ -365,7 +375,9 @@ describe("the sim compile's flags #sim", function()
   -- the C++ compiler's command lines, each a line of the log, while fn runs
   local function flags_of(fn)
     local log = dir .. "/cxx.log"
-    write(dir .. "/cxx.sh", 'echo "$@" >> ' .. q(log) .. '\nexec c++ "$@"\n')
+    -- each line: PART <the first line of the source compiled> ARGS <the arguments>
+    write(dir .. "/cxx.sh", 'src=; for a in "$@"; do case "$a" in *.cpp) src=$a;; esac; done\n' ..
+      'echo "PART $(head -1 "$src" 2>/dev/null) ARGS $*" >> ' .. q(log) .. '\nexec c++ "$@"\n')
     local old_cxx, old_nc = os.getenv("MOONWARP_CXX"), os.getenv("MOONWARP_NO_CACHE")
     support.setenv("MOONWARP_CXX", "sh " .. dir .. "/cxx.sh")
     support.setenv("MOONWARP_NO_CACHE", "1")
@@ -378,7 +390,7 @@ describe("the sim compile's flags #sim", function()
     return lines
   end
 
-  it("are -O1 -g, or -O0 -g with debug (kept by the runtime's later compiles), and -I each directory",
+  it("are -O1 -g, or -O0 -g with debug, and -I each directory, for each program on its own",
     function()
       local inc = dir .. "/inc"
       assert(os.execute("mkdir -p " .. q(inc)) == 0)
@@ -392,17 +404,29 @@ describe("the sim compile's flags #sim", function()
         assert.equals(3, c.c():await(30))
         rt:close()
       end)
-      assert.equals(3, #lines)
-      local padded = {}
-      for i, l in ipairs(lines) do padded[i] = " " .. l .. " " end
-      assert.truthy(padded[1]:find(" -O1 -g ", 1, true), lines[1])
-      assert.is_nil(padded[1]:find(" -O0 ", 1, true), lines[1])
-      assert.is_nil(padded[1]:find(" -I " .. inc .. " ", 1, true), lines[1])
-      for i = 2, 3 do
-        assert.truthy(padded[i]:find(" -O0 -g ", 1, true), lines[i])
-        assert.is_nil(padded[i]:find(" -O1 ", 1, true), lines[i])
-        assert.truthy(padded[i]:find(" -I " .. inc .. " ", 1, true), lines[i])
+      -- each compile's line, with the part it compiled (the generated source's first line)
+      local parts = {}
+      for _, l in ipairs(lines) do
+        local what = l:match("^PART (.-) ARGS ")
+        if what and what:find("a task program", 1, true) then parts[#parts + 1] = " " .. l .. " " end
       end
+      assert.equals(3, #parts, table.concat(lines, "\n"))
+      -- a, then b (debug, the include directory), then c as a
+      assert.truthy(parts[1]:find(" -O1 -g ", 1, true), parts[1])
+      assert.is_nil(parts[1]:find(" -I " .. inc .. " ", 1, true), parts[1])
+      assert.truthy(parts[2]:find(" -O0 -g ", 1, true), parts[2])
+      assert.truthy(parts[2]:find(" -I " .. inc .. " ", 1, true), parts[2])
+      assert.truthy(parts[3]:find(" -O1 -g ", 1, true), parts[3])
+      assert.is_nil(parts[3]:find(" -I " .. inc .. " ", 1, true), parts[3])
+      -- the executor's part is built for a debugger while a program is
+      local exec = {}
+      for _, l in ipairs(lines) do
+        local what = l:match("^PART (.-) ARGS ")
+        if what and what:find("the device runtime", 1, true) then exec[#exec + 1] = " " .. l .. " " end
+      end
+      assert.equals(2, #exec, table.concat(lines, "\n"))
+      assert.truthy(exec[1]:find(" -O1 -g ", 1, true), exec[1])
+      assert.truthy(exec[2]:find(" -O0 -g ", 1, true), exec[2])
     end)
 end)
 

@@ -1981,25 +1981,38 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   p->def_names = defs.def_names;
   p->def_values = defs.def_values;
   for (int i = 0; i < p->ntasks; ++i) p->tasks[i].kind = (uint32_t)i;
+  p->debug = prog.debug;
+  /* as a runtime builds its image: the executor's part, the program's and the link part,
+   * compiled one by one and linked (nothing cached) */
   mw__parsed *list[1] = {p};
-  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0};
-  char *gen = mw__generate(list, 1, &go);
   mw_program *progs[1] = {&prog};
-  mw__build_opts bo;
-  const char **dirs = NULL;
-  rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
-  mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1};
-  mw__image img = {0};
+  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0};
+  mw__image parts[3];
+  memset(parts, 0, sizeof parts);
+  static const mw__gen_part which[3] = {MW_GEN_EXECUTOR, MW_GEN_PROGRAM, MW_GEN_LINK};
   char *log = NULL;
   err[0] = 0;
-  if (!rc) rc = mw__image_compile(&req, &img, err, sizeof err, &log);
-  free(dirs);
-  free(gen);
+  for (int k = 0; k < 3 && !rc; ++k) {
+    char *gen = mw__generate_part(which[k], list, 1, &go);
+    mw__build_opts bo;
+    const char **dirs = NULL;
+    rc = gen ? build_options(progs, which[k] == MW_GEN_PROGRAM, gen, &bo, &dirs) : MW_ENOMEM;
+    bo.debug = prog.debug;
+    mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1, .object = 1};
+    if (!rc) rc = mw__image_compile(&req, &parts[k], err, sizeof err, which[k] == MW_GEN_PROGRAM ? &log : NULL);
+    free(dirs);
+    free(gen);
+  }
+  mw__image img = {0};
+  const mw__image *pp[3] = {&parts[0], &parts[1], &parts[2]};
+  if (!rc) rc = mw__image_link(pp, 3, 0, sm, &img, err, sizeof err);
+  for (int k = 0; k < 3; ++k) mw__image_free(&parts[k]);
   mw__parsed_free(p);
   mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
   *out_cubin = img.data;
   *out_size = img.size;
   if (rc) mw__set_error_str(log ? log : err[0] ? err : rc == MW_ENOMEM ? "out of memory" : "NVRTC failed");
+  if (rc && !log && err[0]) log = mw__strdup(err);
   if (out_log) *out_log = log;
   else free(log);
   return rc;
