@@ -331,6 +331,15 @@ int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_
 
 /* ---- linking the parts of an image ------------------------------------------------------ */
 
+/* Writes a linked image to $MOONWARP_DUMP_DIR (if set), named by its key. */
+static void dump_image(const mw__image *img) {
+  const char *dir = mw__cache_dump_dir();
+  if (!dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/moonwarp-%.16s.%s", dir, img->key, img->ext);
+  mw__write_file_atomic(path, img->data, img->size);
+}
+
 /* Links objects with the host compiler into a shared object, in a temporary folder. */
 static int host_link(const mw__image *const *parts, int n, void **data, size_t *size, char *err,
                      size_t errlen) {
@@ -435,6 +444,7 @@ int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch
   int rc = host_code ? host_link(parts, n, &out->data, &out->size, err, errlen)
                      : cuda_link(parts, n, arch, &out->data, &out->size, err, errlen);
   if (!rc && keyed) mw__cache_put(out->key, out->ext, out->data, out->size);
+  if (!rc && keyed) dump_image(out); /* for cuobjdump or objdump, beside the sources */
   if (rc) mw__image_free(out);
   return rc;
 }
