@@ -2,7 +2,7 @@
 -- definition (one small task) with 0, 10 and 60 programs loaded already, cold (a fresh compile
 -- cache) and warm (the same sources again), on one backend.
 --   luajit bench/defs.lua [backend] [counts...]     (counts: 0 10 60 by default)
--- MOONWARP_ONE_UNIT=1 measures the build that compiles every loaded program in one unit.
+-- MOONWARP_BUILD=one_unit or parts picks the build (mw.runtime's build option; parts here by default).
 local mw = require "moonwarp"
 
 local backend = arg[1] or "sim"
@@ -28,7 +28,7 @@ end
 
 -- one round: a runtime with n programs loaded, then the time of one more
 local function round(n, salt)
-  local rt = assert(mw.runtime { backend = backend, workers = 2 })
+  local rt = assert(mw.runtime { backend = backend, workers = 2, build = "parts" })
   for i = 1, n do assert(rt:compile(program(i, salt), ("loaded%d.lua"):format(i))) end
   local t0 = mw.now()
   local p = assert(rt:compile(program(0, salt .. "x"), "def.lua"))
@@ -40,7 +40,7 @@ end
 
 local salt = ("s%d"):format(os.time() % 100000)
 print(("one more definition on %s%s (s): programs loaded, cold, warm"):format(backend,
-  os.getenv("MOONWARP_ONE_UNIT") == "1" and ", every load in one unit" or ""))
+  ", build " .. (os.getenv("MOONWARP_BUILD") or "parts")))
 for _, n in ipairs(counts) do
   local cold = round(n, salt .. "n" .. n)
   local warm = round(n, salt .. "n" .. n)

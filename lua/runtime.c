@@ -35,7 +35,7 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
 
 static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",
                                            "workers", "frame_bytes", "spawn_timeout",
-                                           "relaunch_timeout", NULL};
+                                           "relaunch_timeout", "build", NULL};
 
 /* The option value on the top of the stack as an integer in [0, max]; raises naming it. */
 static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
@@ -89,7 +89,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
       luaL_argerror(L, 1,
                     lua_pushfstring(L, "unknown option '%s' (options: backend, device, capacity, "
                                        "host_futures, workers, frame_bytes, spawn_timeout, "
-                                       "relaunch_timeout)",
+                                       "relaunch_timeout, build)",
                                     lua_tostring(L, -1)));
     }
     switch (which) {
@@ -110,6 +110,16 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
     case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
     case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
     case 7: d->relaunch_timeout = option_seconds(L, "relaunch_timeout"); break;
+    case 8: {
+      const char *b = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+      if (b == NULL || (strcmp(b, "parts") != 0 && strcmp(b, "one_unit") != 0))
+        luaL_argerror(L, 1,
+                      lua_pushfstring(L, "option 'build' must be \"parts\" or \"one_unit\", got %s",
+                                      b != NULL ? lua_pushfstring(L, "\"%s\"", b)
+                                                : mwl_typename(L, -1)));
+      d->build = b; /* stays valid: the options table holds the string */
+      break;
+    }
     }
     lua_pop(L, 1);
   }

@@ -46,13 +46,13 @@ if want bench; then
   step "compile: NVRTC time of the bench programs (cold), ptxas -v and SASS size of their kernel"
   # CUDA_CACHE_DISABLE: the driver's own cache must not answer for NVRTC (a repeated compile
   # in one machine session took 0.15 s without it). Cold: nothing cached (the executor's part,
-  # the programs', the link); then in one unit (MOONWARP_ONE_UNIT=1), whose source ptxas -v
+  # the programs', the link); then in one unit (MOONWARP_BUILD=one_unit, the default on cuda), whose source ptxas -v
   # reads below; then bench/defs.lua: one more small program beside 0, 10 and 60 loaded.
   rm -rf /tmp/mw-dump /tmp/mw-cc && mkdir -p /tmp/mw-dump /tmp/mw-cc
   export CUDA_CACHE_DISABLE=1
-  MOONWARP_CACHE_DIR=/tmp/mw-cc MOONWARP_DUMP_DIR=/tmp/mw-dump timeout 120 luajit bench/compile.lua cuda 2>&1 | tee -a "$out/bench.txt"
+  MOONWARP_BUILD=parts MOONWARP_CACHE_DIR=/tmp/mw-cc MOONWARP_DUMP_DIR=/tmp/mw-dump timeout 120 luajit bench/compile.lua cuda 2>&1 | tee -a "$out/bench.txt"
   mkdir -p /tmp/mw-one
-  MOONWARP_ONE_UNIT=1 MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR=/tmp/mw-one timeout 120 luajit bench/compile.lua cuda 2>&1 | sed 's/^/one unit: /' | tee -a "$out/bench.txt"
+  MOONWARP_BUILD=one_unit MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR=/tmp/mw-one timeout 120 luajit bench/compile.lua cuda 2>&1 | sed 's/^/one unit: /' | tee -a "$out/bench.txt"
   timeout 200 luajit bench/defs.lua cuda 0 10 60 2>&1 | tee -a "$out/bench.txt"
   unset CUDA_CACHE_DISABLE
   linked=$(ls -S /tmp/mw-dump/*.cubin 2>/dev/null | head -1)

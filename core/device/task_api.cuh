@@ -122,13 +122,19 @@ __device__ const char *mw_kind_name(mw_u32 kind);
 __device__ const char *mw_kind_file(mw_u32 kind); /* the file name of its lines (#line) */
 #endif
 
-/* The kind table: the image's link part (nvrtc/generate.c) defines it, one entry per kind; the
- * entries are the compiled programs' (frame sizes come from the compiler). */
+/* The kind table, which the image's link part (nvrtc/generate.c) defines: in an image compiled
+ * in one unit (MW_KIND_TABLE_BY_VALUE) the entries themselves, which the compiler reads from
+ * constant memory; in one linked from parts a table of pointers to the programs' entries
+ * (frame sizes come from the compiler of each program). */
+#ifdef MW_KIND_TABLE_BY_VALUE
+__device__ const mw_kind_info *mw_kind(mw_u32 kind);
+#else
 extern __device__ const mw_kind_info *const mw_kind_tab[];
 extern __device__ const mw_u32 mw_kind_count;
 __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
   return mw_kind_tab[kind < mw_kind_count ? kind : 0u];
 }
+#endif
 
 /* ---- the task API (runtime.cuh defines these) --------------------------------------------- */
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);

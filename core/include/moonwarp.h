@@ -113,6 +113,13 @@ typedef struct mw_runtime_desc {
    * can stop and take the new program; past it the load is refused and the executor carries
    * on with every worker; 0 = 10 s */
   double relaunch_timeout;
+  /* how a program load builds the executor image: "parts" compiles the new program alone and
+   * links it with the executor's part (compiled once) and the programs loaded before, so one
+   * more program costs what it alone costs; "one_unit" compiles the executor and every loaded
+   * program in one unit, so each load costs more as programs add up, and the GPU executor runs
+   * faster (its calls need no calling convention: README, compiles). NULL: "one_unit" on cuda,
+   * "parts" on sim. $MOONWARP_BUILD overrides it. */
+  const char *build;
 } mw_runtime_desc;
 
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out);

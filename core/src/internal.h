@@ -161,7 +161,7 @@ struct mw_runtime {
    * indices): what executor threads read (mw__backend_args), changed only while it is stopped */
   mw__parsed *run_progs[MW_MAX_KINDS];
   int run_nprogs;
-  int one_unit;  /* $MOONWARP_ONE_UNIT=1: every load compiles all programs in one unit */
+  int one_unit;  /* every load compiles all programs in one unit (mw_runtime_desc.build) */
   mw__image exec_obj; /* the executor's part of the images (compiled once) */
   int exec_debug;     /* exec_obj was built for a debugger */
   uint32_t nkinds;

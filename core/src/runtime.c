@@ -391,6 +391,10 @@ static int check_desc(const mw_runtime_desc *d) {
                   d->capacity > MAX_CAPACITY ? d->capacity : d->host_futures);
     return MW_EINVAL;
   }
+  if (d->build && strcmp(d->build, "parts") && strcmp(d->build, "one_unit")) {
+    mw__set_error("option 'build' must be \"parts\" or \"one_unit\", got \"%.40s\"", d->build);
+    return MW_EINVAL;
+  }
   if (!(d->relaunch_timeout >= 0 && d->relaunch_timeout <= 1e9)) {
     mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
     return MW_EINVAL;
@@ -468,8 +472,10 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
-  const char *one = getenv("MOONWARP_ONE_UNIT"); /* to compare: every load compiles all programs */
-  rt->one_unit = one && !strcmp(one, "1");
+  /* mw_runtime_desc.build, $MOONWARP_BUILD first (to compare the two in one run) */
+  const char *build = getenv("MOONWARP_BUILD");
+  if (!build || (strcmp(build, "parts") && strcmp(build, "one_unit"))) build = d.build;
+  rt->one_unit = build ? !strcmp(build, "one_unit") : !ops->host_code;
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
   rt->hs = calloc(rt->host_slots, sizeof *rt->hs);

@@ -160,7 +160,8 @@ function M.session(opts)
   local input, output = opts.input, opts.output
   local env = opts.env or setmetatable({}, { __index = _G })
   env.mw = mw
-  local ok, rt, err = pcall(mw.runtime, { backend = opts.backend })
+  -- definitions come one at a time: each costs what it alone costs to compile (build = "parts")
+  local ok, rt, err = pcall(mw.runtime, { backend = opts.backend, build = "parts" })
   if not ok or not rt then
     output(("moonwarp: no runtime (%s); rt = mw.runtime { ... } makes one\n")
       :format(tostring(ok and err or rt)))
