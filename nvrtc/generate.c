@@ -344,7 +344,7 @@ static void put_prelude(mw__sb *b, const mw__gen_opts *opts, const char *what, i
   } else if (opts->sim) {
     mw__sb_puts(b, "#define MW_SIM 1\n");
     /* a program or the link part: the executor's part defines the shim's entry points */
-    if (part) mw__sb_puts(b, "#define MW_SIM_PART 1\n");
+    if (part == 1) mw__sb_puts(b, "#define MW_SIM_PART 1\n");
     mw__sb_puts(b, mw__src_sim_shim_h); /* with the integer types, as NVRTC gets DEVICE_INTS */
     mw__sb_puts(b, "\n#include <cstdint>\n#include <cstddef>\n#include <cstring>\n");
   } else {
