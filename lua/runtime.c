@@ -401,7 +401,8 @@ static void set_u64(lua_State *L, const char *key, uint64_t v) {
 static int l_stats(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   mw_stats s;
-  int rc, i, j;
+  uint64_t(*rows)[4];
+  int rc, i, j, have;
   memset(&s, 0, sizeof s);
   rc = mw_runtime_stats(r->rt, &s);
   if (rc < 0) return mwl_fail_rt(L, r, rc);
@@ -429,15 +430,19 @@ static int l_stats(lua_State *L) {
   set_u64(L, "queued_local", s.queued_local);
   lua_pushnumber(L, s.heartbeat_age_s);
   lua_setfield(L, -2, "heartbeat_age_s");
+  /* every kind's counters from one read */
+  rows = (uint64_t(*)[4])lua_newuserdata(L, (s.kinds ? s.kinds : 1) * sizeof *rows);
+  have = s.kinds && mw_runtime_kinds_stats(r->rt, 0, s.kinds, rows) == 0;
+  lua_insert(L, -2); /* under the result */
   lua_newtable(L);
-  for (i = 0; i < r->nprogs; i++) {
+  for (i = 0; i < r->nprogs && have; i++) {
     int n = mw_program_task_count(r->progs[i]);
     for (j = 0; j < n; j++) {
       mw_task_info info;
       const char *key;
-      uint64_t row[4] = {0, 0, 0, 0};
-      if (mw_program_task(r->progs[i], j, &info) < 0) continue;
-      if (mw_runtime_kind_stats(r->rt, info.kind, row) < 0) continue;
+      const uint64_t *row;
+      if (mw_program_task(r->progs[i], j, &info) < 0 || info.kind >= s.kinds) continue;
+      row = rows[info.kind];
       if (mw_runtime_kind_name(r->rt, info.kind, &key) < 0) continue;
       lua_createtable(L, 0, 4);
       set_u64(L, "spawned", row[0]);

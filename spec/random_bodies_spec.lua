@@ -7,7 +7,7 @@ local support = require "spec.support"
 
 local BASE_SEED = tonumber(os.getenv("MW_RANDOM_SEED")) or 20260401
 local PROGRAMS = 3         -- each one compile, on a runtime of its own
-local BODIES = 60          -- tasks per program (a runtime holds 64 task kinds, 4 are leaves)
+local BODIES = 60          -- tasks per program (4 of them leaves)
 local INPUTS = { 0, 7, -13 } -- each body runs with each
 
 -- Park-Miller: exact in doubles, the same on every platform

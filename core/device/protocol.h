@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 7
+#define MW_PROTOCOL_VERSION 8
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -421,17 +421,42 @@ typedef struct mw_trace_ev {
 } mw_trace_ev;   /* 32 bytes */
 
 /* ---- per-worker rows (device memory) --------------------------------------------------------
- * Counters: each warp counts in its shared state (mw_wstate.cnt, frames taken and freed) and
- * adds them to its rows here with atomicAdd (no result used) whenever it writes a completion
- * record for the host, completes a future another warp may wait for, goes idle, and before it
- * leaves. The host reads the rows with d2h: each is exact once every task it counted has been
- * seen complete. */
+ * Counters: each warp counts in its shared state (frames taken and freed, and the counts of the
+ * task kinds it met lately: mw_wstate.cnt, see below) and adds them to its rows here with
+ * atomicAdd (no result used) whenever it writes a completion record for the host, completes a
+ * future another warp may wait for, goes idle, and before it leaves. The host reads the rows with
+ * d2h: each is exact once every task it counted has been seen complete.
+ *
+ * Kind counters. A runtime holds up to MW_MAX_KINDS kinds, too many for a counter per kind in
+ * each warp or a row per kind for each worker, so both are small direct-mapped caches:
+ *   the warp's cache (shared): MW_KIND_CACHE entries; kind k counts in entry k & (MW_KIND_CACHE
+ *     - 1) (mw_wstate.cnt_kind says which kind it holds, dirty which hold counts). A count for
+ *     a kind whose entry holds another first flushes that entry (below) and takes it over.
+ *   the worker's entries (device): MW_STAT_ENTRIES mw_stat_entry per worker (worker w's at
+ *     stats[w * MW_STAT_ENTRIES]); kind k adds into entry k & (MW_STAT_ENTRIES - 1). The worker
+ *     alone writes them, and keeps a copy of their kind fields (mw_wstate.row_kind, read from
+ *     device memory when the worker starts), so a flush reads no device memory. An entry that
+ *     holds another kind is first retagged: its counts are taken out (atomicExch to 0) and
+ *     added to that kind's spill row (spill[kind], atomicAdd: rows shared by all workers, rare:
+ *     only kinds whose entries collide in one worker's flushes), then its kind is stored.
+ *   A kind's figures = its spill row + every worker's entry that holds it; the totals = every
+ *   spill row + every entry. Once the tasks counted have completed (the ordering above) they
+ *   are exact; read while a worker retags an entry, a kind's figures may be off for that long
+ *   (the counts taken out but not yet in the spill row, or in both), the totals too. */
 #define MW_CACHE_CAP 32u
-#define MW_MAX_KINDS 64u
+#define MW_MAX_KINDS 4096u   /* a power of two; kind ids fit the 16-bit tags and trace events */
+#define MW_KIND_CACHE 32u    /* kind counter entries per warp (a power of two; a dirty bit each) */
+#define MW_STAT_ENTRIES 64u  /* kind counter entries per worker in device memory (a power of two) */
 
 typedef struct mw_stat_row {
   mw_u64 spawned, completed, failed, cancelled;
 } mw_stat_row;
+
+typedef struct mw_stat_entry {
+  mw_u32 kind;     /* the kind it counts (plain store by its worker; 0 at first) */
+  mw_u32 pad;
+  mw_stat_row n;   /* atomicAdd by its worker; atomicExch to 0 when it is retagged */
+} mw_stat_entry;   /* 40 bytes */
 
 typedef struct mw_worker {
   mw_u64 steals;       /* records taken from other warps of the CTA and frames from the queue */
@@ -605,10 +630,15 @@ typedef struct mw_wstate {
   mw_u32 rec_seq;
   mw_u64 tick;      /* globaltimer of the last tick */
   mw_u64 polled;    /* pollers: when the inbox was last looked at */
-  mw_u64 dirty;     /* kinds whose counters are not yet in the rows */
+  mw_u32 dirty;     /* bit e: cnt[e] holds counts not yet in the rows */
   mw_u32 frames_taken, frames_freed, steals;
   mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */
-  mw_u32 cnt[MW_MAX_KINDS][4]; /* spawned, completed, failed, cancelled since the last flush */
+  mw_u32 pad;
+  /* kind counters (see per-worker rows): the kind each cache entry counts, and the kind each
+   * of the worker's device entries holds (a copy) */
+  mw_u16 cnt_kind[MW_KIND_CACHE];
+  mw_u16 row_kind[MW_STAT_ENTRIES];
+  mw_u32 cnt[MW_KIND_CACHE][4]; /* spawned, completed, failed, cancelled since the last flush */
 } mw_wstate;
 
 /* ---- the executor state (device memory; one per runtime) ----------------------------------
@@ -631,7 +661,9 @@ typedef struct mw_state {
   mw_u8 *frames;
   mw_slot *slots;
   mw_worker *workers;
-  mw_stat_row *stats;  /* nworkers * MW_MAX_KINDS rows, each written by its worker only */
+  mw_stat_entry *stats; /* nworkers * MW_STAT_ENTRIES kind counters, each written by its worker
+                        * only (see per-worker rows) */
+  mw_stat_row *spill;  /* MW_MAX_KINDS rows: counts of retagged entries (atomicAdd) */
   mw_u64 *frame_ring;  /* the free frame ring (see above) */
   mw_u32 *slot_next;   /* free-stack links for device slots */
   mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */

@@ -194,6 +194,12 @@ __device__ void mw_compose(char *dst, const char *prefix, const char *msg) {
   mw_strcpy(dst, msg, MW_MSG_BYTES, n);
 }
 
+/* A level's kind, its cancelled flag and its frame's offset in the lane stacks (at most 16 KiB),
+ * broadcast in one word. */
+#define MW_KW_KIND (MW_MAX_KINDS - 1u)
+#define MW_KW_CANCELLED MW_MAX_KINDS
+#define MW_KW_OFF (2u * MW_MAX_KINDS)
+
 /* The running level's outcome as a run starts: done, no failure, no result yet. */
 __device__ __forceinline__ void mw_run_fresh(mw_ctx *c) {
   c->status = MW_RUN_DONE;
@@ -205,26 +211,56 @@ __device__ __forceinline__ void mw_run_fresh(mw_ctx *c) {
 
 /* ---- counters (protocol.h, per-worker rows): lane 0 ---------------------------------------- */
 enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
+/* The worker's device entry for cache entry e's kind (protocol.h, per-worker rows), retagged
+ * first if it holds another kind. Lane 0. */
+__device__ __forceinline__ mw_u64 *mw_stat_counts(mw_ctx *c, mw_wstate *ws, mw_u32 k) {
+  mw_u32 d = k & (MW_STAT_ENTRIES - 1u);
+  mw_stat_entry *en = c->st->stats + (mw_u64)c->wid * MW_STAT_ENTRIES + d;
+  mw_u64 *n = (mw_u64 *)&en->n;
+  if (ws->row_kind[d] != k) { /* the kind it held goes to its spill row */
+    mw_u64 *spill = (mw_u64 *)&c->st->spill[ws->row_kind[d]];
+    for (int j = 0; j < 4; ++j) {
+      mw_u64 v = mw_xchg64(&n[j], 0);
+      if (v) mw_add64(&spill[j], v);
+    }
+    mw_st32(&en->kind, k);
+    ws->row_kind[d] = (mw_u16)k;
+  }
+  return n;
+}
+/* Adds cache entry e's counts to the rows. Lane 0. */
+__device__ __forceinline__ void mw_flush_entry(mw_ctx *c, mw_wstate *ws, mw_u32 e) {
+  mw_u64 *n = mw_stat_counts(c, ws, ws->cnt_kind[e]);
+  for (int j = 0; j < 4; ++j)
+    if (ws->cnt[e][j]) {
+      mw_add64(&n[j], ws->cnt[e][j]);
+      ws->cnt[e][j] = 0;
+    }
+}
+/* Cache entry e, which holds another kind, is given to kind: its counts go to the rows first. */
+__device__ __noinline__ void mw_count_miss(mw_ctx *c, mw_u32 e, mw_u32 kind) {
+  mw_wstate *ws = MW_WS(c);
+  if (ws->dirty & (1u << e)) {
+    mw_flush_entry(c, ws, e);
+    ws->dirty &= ~(1u << e);
+  }
+  ws->cnt_kind[e] = (mw_u16)kind;
+}
 /* Counts n of kind at once. Lane 0. */
 __device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which, mw_u32 n) {
+  mw_wstate *ws = MW_WS(c);
   mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
-  MW_WS(c)->cnt[k][which] += n;
-  MW_WS(c)->dirty |= 1ull << k;
+  mw_u32 e = k & (MW_KIND_CACHE - 1u);
+  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
+  ws->cnt[e][which] += n;
+  ws->dirty |= 1u << e;
 }
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
-/* Adds the warp's counters to its rows (atomics whose results nobody waits for). */
+/* Adds the warp's counters to its rows (atomics whose results nobody waits for; a retag's
+ * exchanges excepted). */
 __device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
-  mw_stat_row *rows = c->st->stats + (mw_u64)c->wid * MW_MAX_KINDS;
-  for (mw_u64 m = ws->dirty; m; m &= m - 1) {
-    int k = __ffsll((long long)m) - 1;
-    mw_u64 *row = (mw_u64 *)&rows[k];
-    for (int j = 0; j < 4; ++j)
-      if (ws->cnt[k][j]) {
-        mw_add64(&row[j], ws->cnt[k][j]);
-        ws->cnt[k][j] = 0;
-      }
-  }
+  for (mw_u32 m = ws->dirty; m; m &= m - 1) mw_flush_entry(c, ws, (mw_u32)(__ffs((int)m) - 1));
   ws->dirty = 0;
   if (ws->frames_taken) mw_add64(&c->gw->frames_taken, ws->frames_taken);
   if (ws->frames_freed) mw_add64(&c->gw->frames_freed, ws->frames_freed);
@@ -1736,14 +1772,14 @@ __device__ __noinline__ void mw_run_leaf(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_u32 a = 0;
   if (c->lane == 0) {
     mw_level *K = MW_LV(c);
-    a = K->kind | (K->flags & MW_LV_CANCELLED ? 256u : 0u);
+    a = K->kind | (K->flags & MW_LV_CANCELLED ? MW_KW_CANCELLED : 0u);
   }
   a = mw_bcast(a);
-  c->kind = a & 255u;
+  c->kind = a & MW_KW_KIND;
   c->off = off;
   c->resume = 0;
   mw_run_fresh(c);
-  c->cancelled = (a >> 8) & 1u;
+  c->cancelled = (a & MW_KW_CANCELLED) != 0;
   if (!c->cancelled) { /* cancelled before it started: it never runs */
     MW_PROBE(MW_PR_RUN);
     {
@@ -2360,15 +2396,15 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
     }
     mw_u32 a = 0, resume = 0;
     if (c->lane == 0) {
-      a = L->kind | (L->flags & MW_LV_CANCELLED ? 256u : 0u) | L->off << 12;
+      a = L->kind | (L->flags & MW_LV_CANCELLED ? MW_KW_CANCELLED : 0u) | L->off * MW_KW_OFF;
       resume = L->resume;
     }
     a = mw_bcast(a);
     c->resume = mw_bcast(resume);
-    c->kind = a & 255u;
-    c->off = a >> 12;
+    c->kind = a & MW_KW_KIND;
+    c->off = a / MW_KW_OFF;
     mw_run_fresh(c);
-    c->cancelled = (a >> 8) & 1u;
+    c->cancelled = (a & MW_KW_CANCELLED) != 0;
     if (!(c->resume == 0 && c->cancelled)) { /* cancelled before it started: it never runs */
       if (c->trace_ev) mw_trace_begin(c, c->kind, L->fut, c->resume);
       {
@@ -2924,6 +2960,12 @@ __device__ void mw_executor(mw_state *st) {
 #endif
   if (c.wid >= nw) return;
   c.gw = &st->workers[c.wid];
+  { /* the kinds its device counter entries hold (protocol.h, per-worker rows) */
+    const mw_stat_entry *en = st->stats + (mw_u64)c.wid * MW_STAT_ENTRIES;
+    for (mw_u32 i = c.lane; i < MW_STAT_ENTRIES; i += 32)
+      MW_WS(&c)->row_kind[i] = (mw_u16)mw_ld32(&en[i].kind);
+    __syncwarp();
+  }
 #ifdef MW_SIM
   /* lanes that diverge across call sites cannot be trusted to go on: the warp is restarted,
    * and the levels it was running fail with the divergence message (their frames on the lane

@@ -149,6 +149,9 @@ typedef struct mw_stats {
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);
 /* per-kind counters; kind ids are those of mw_task_info.kind */
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]);
+/* the same for kinds first .. first + n - 1 from one read of the counters (out[i] is kind
+ * first + i); MW_ENOTASK (out untouched) unless they are all loaded */
+MW_API int mw_runtime_kinds_stats(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]);
 /* The name counters and traces give a kind: its task's name, or "name#kind" where a task loaded
  * before has that name (two programs may define one name). *out is valid while rt is open.
  * 0, MW_ENOTASK for a kind not loaded, MW_ENOMEM when its name could not be kept at the load. */

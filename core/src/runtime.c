@@ -204,6 +204,13 @@ static int alloc_rings(mw_runtime *rt) {
   return 0;
 }
 
+/* The kind counters (protocol.h, per-worker rows): MW_MAX_KINDS spill rows, then each worker's
+ * MW_STAT_ENTRIES entries, in one array. */
+static size_t stats_bytes(const mw_runtime *rt) {
+  return MW_MAX_KINDS * sizeof(mw_stat_row) +
+         (size_t)rt->max_workers * MW_STAT_ENTRIES * sizeof(mw_stat_entry);
+}
+
 /* Device arrays; on sim also the CTAs' shared state (on the GPU it is on chip). */
 static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
   const mw__backend_ops *o = rt->ops;
@@ -217,7 +224,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->frames_dev, nf * rt->frame_bytes},
       {&rt->slots_dev, ns * sizeof(mw_slot)},
       {&rt->workers_dev, mw * sizeof(mw_worker)},
-      {&rt->stats_dev, mw * MW_MAX_KINDS * sizeof(mw_stat_row)},
+      {&rt->stats_dev, stats_bytes(rt)},
       {&rt->frame_ring_dev, (size_t)pow2_at_least(nf) * sizeof(uint64_t)},
       {&rt->slot_next_dev, ns * sizeof(uint32_t)},
       {&rt->gq_dev, (size_t)gq_cap * sizeof(uint32_t)},
@@ -307,7 +314,7 @@ static int fill_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {rt->nodes_dev, rt->nnodes, sizeof(uint64_t), fill_high_links},
       {rt->hrefs_dev, rt->host_slots, sizeof(uint32_t), NULL},
       {rt->workers_dev, mw, sizeof(mw_worker), NULL},
-      {rt->stats_dev, mw * MW_MAX_KINDS, sizeof(mw_stat_row), NULL},
+      {rt->stats_dev, stats_bytes(rt) / sizeof(uint64_t), sizeof(uint64_t), NULL},
   };
   int rc;
   for (size_t i = 0; i < sizeof fills / sizeof fills[0]; ++i)
@@ -338,7 +345,8 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->frames = (mw_u8 *)(uintptr_t)rt->frames_dev;
   st->slots = (mw_slot *)(uintptr_t)rt->slots_dev;
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
-  st->stats = (mw_stat_row *)(uintptr_t)rt->stats_dev;
+  st->spill = (mw_stat_row *)(uintptr_t)rt->stats_dev;
+  st->stats = (mw_stat_entry *)(uintptr_t)(rt->stats_dev + MW_MAX_KINDS * sizeof(mw_stat_row));
   st->frame_ring = (mw_u64 *)(uintptr_t)rt->frame_ring_dev;
   st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
   st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
@@ -830,8 +838,12 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
       mw__parsed *one[1] = {&progs[i]->parsed};
       rc = compile_part(rt, MW_GEN_PROGRAM, &progs[i], 1, one, 1, progs[i]->debug, &progs[i]->obj);
     }
-    mw__parsed *list[MW_MAX_KINDS];
-    for (int i = 0; i < nprogs; ++i) list[i] = &progs[i]->parsed;
+    mw__parsed **list = malloc(sizeof *list * (size_t)nprogs);
+    if (!rc && !list) {
+      mw__rt_error(rt, "out of memory");
+      rc = MW_ENOMEM;
+    }
+    for (int i = 0; list && i < nprogs; ++i) list[i] = &progs[i]->parsed;
     mw__image_req unused;
     mw__build_opts bo;
     char *gen = NULL;
@@ -840,6 +852,7 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
     if (!rc) rc = build_image(rt, progs, list, nprogs, img, &unused, &gen, &dirs, &bo);
     free(gen);
     free(dirs);
+    free(list);
   }
   return rc ? rc : rt->ops->load(rt->be, img->data, img->size);
 }
@@ -849,7 +862,11 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
  * launched, and queued and suspended tasks carry on. When the new one cannot start, the one
  * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
 static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
-  mw__parsed *list[MW_MAX_KINDS];
+  mw__parsed **list = malloc(sizeof *list * (size_t)nprogs);
+  if (!list) {
+    mw__rt_error(rt, "out of memory");
+    return MW_ENOMEM;
+  }
   for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
   mw__image img = {0};
   mw__image_req req = {0};
@@ -881,6 +898,7 @@ static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
     /* the image that ran before carries on with the tasks in flight */
     if (restart_executor(rt) == 0) snprintf(rt->err, sizeof rt->err, "%s", why);
   }
+  free(list);
   return rc;
 }
 
@@ -1842,13 +1860,23 @@ MW_API void mw_buffer_free(mw_buffer *b) {
 
 /* ---- statistics ---------------------------------------------------------------------------- */
 
-static int read_rows(mw_runtime *rt, mw_stat_row **rows) {
-  size_t n = (size_t)rt->max_workers * MW_MAX_KINDS;
-  *rows = malloc(n * sizeof **rows);
-  if (!*rows) return MW_ENOMEM;
-  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt->be, *rows, rt->stats_dev, n * sizeof **rows);
-  if (rc) free(*rows);
+/* The kind counters as the device last wrote them (protocol.h, per-worker rows): *spill the
+ * MW_MAX_KINDS spill rows, *en the max_workers * MW_STAT_ENTRIES entries; free(*spill) after. */
+static int read_rows(mw_runtime *rt, mw_stat_row **spill, mw_stat_entry **en) {
+  size_t n = stats_bytes(rt);
+  *spill = malloc(n);
+  if (!*spill) return MW_ENOMEM;
+  *en = (mw_stat_entry *)(void *)((char *)*spill + MW_MAX_KINDS * sizeof(mw_stat_row));
+  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt->be, *spill, rt->stats_dev, n);
+  if (rc) free(*spill);
   return rc;
+}
+
+static void add_row(uint64_t out[4], const mw_stat_row *r) {
+  out[0] += r->spawned;
+  out[1] += r->completed;
+  out[2] += r->failed;
+  out[3] += r->cancelled;
 }
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
@@ -1874,16 +1902,18 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   out->frames = rt->nframes;
   out->host_futures = rt->host_slots;
   out->host_futures_held = rt->host_slots - rt->nhfree;
-  mw_stat_row *rows;
-  int rc = read_rows(rt, &rows);
+  mw_stat_row *spill;
+  mw_stat_entry *en;
+  int rc = read_rows(rt, &spill, &en);
   if (rc) return rc;
-  for (size_t i = 0; i < (size_t)rt->max_workers * MW_MAX_KINDS; ++i) {
-    out->spawned += rows[i].spawned;
-    out->completed += rows[i].completed;
-    out->failed += rows[i].failed;
-    out->cancelled += rows[i].cancelled;
-  }
-  free(rows);
+  uint64_t sum[4] = {0, 0, 0, 0};
+  for (uint32_t k = 0; k < MW_MAX_KINDS; ++k) add_row(sum, &spill[k]);
+  for (size_t i = 0; i < (size_t)rt->max_workers * MW_STAT_ENTRIES; ++i) add_row(sum, &en[i].n);
+  out->spawned = sum[0];
+  out->completed = sum[1];
+  out->failed = sum[2];
+  out->cancelled = sum[3];
+  free(spill);
   mw_worker *ws = malloc((size_t)rt->max_workers * sizeof *ws);
   if (!ws) return MW_ENOMEM;
   rc = rt->ops->d2h(rt->be, ws, rt->workers_dev, (size_t)rt->max_workers * sizeof *ws);
@@ -1921,17 +1951,23 @@ MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4])
   memset(out, 0, 4 * sizeof *out);
   MW_NOT_NULL(rt, "mw_runtime_kind_stats");
   if (kind >= rt->nkinds) return MW_ENOTASK;
-  mw_stat_row *rows;
-  int rc = read_rows(rt, &rows);
+  return mw_runtime_kinds_stats(rt, kind, 1, (uint64_t(*)[4])out);
+}
+
+MW_API int mw_runtime_kinds_stats(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]) {
+  MW_NOT_NULL(out, "mw_runtime_kinds_stats");
+  MW_NOT_NULL(rt, "mw_runtime_kinds_stats");
+  if (first >= rt->nkinds || n > rt->nkinds - first) return MW_ENOTASK;
+  memset(out, 0, (size_t)n * sizeof *out);
+  mw_stat_row *spill;
+  mw_stat_entry *en;
+  int rc = read_rows(rt, &spill, &en);
   if (rc) return rc;
-  for (uint32_t w = 0; w < rt->max_workers; ++w) {
-    mw_stat_row *r = &rows[(size_t)w * MW_MAX_KINDS + kind];
-    out[0] += r->spawned;
-    out[1] += r->completed;
-    out[2] += r->failed;
-    out[3] += r->cancelled;
-  }
-  free(rows);
+  for (uint32_t i = 0; i < n; ++i) add_row(out[i], &spill[first + i]);
+  /* each entry counts one kind: the one it holds now */
+  for (size_t i = 0; i < (size_t)rt->max_workers * MW_STAT_ENTRIES; ++i)
+    if (en[i].kind - first < n) add_row(out[en[i].kind - first], &en[i].n);
+  free(spill);
   return 0;
 }
 

@@ -93,6 +93,7 @@ int main(void) {
   EXPECT(mw_runtime_faulted(NULL), MW_EINVAL);
   EXPECT(mw_runtime_stats(NULL, &st), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(NULL, 0, kinds), MW_EINVAL);
+  EXPECT(mw_runtime_kinds_stats(NULL, 0, 1, &kinds), MW_EINVAL);
   EXPECT(mw_runtime_kind_name(NULL, 0, &name), MW_EINVAL);
   EXPECT(mw_runtime_poll(NULL), 0);
   EXPECT(mw_program_compile(NULL, SRC, NULL, &p), MW_EINVAL);
@@ -159,6 +160,7 @@ int main(void) {
   expect_true("a refused runtime is not handed out", rt2 == NULL);
   EXPECT(mw_runtime_stats(rt, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(rt, 0, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_kinds_stats(rt, 0, 1, NULL), MW_EINVAL);
   EXPECT(mw_runtime_faulted(rt), 0);
   expect_true("mw_runtime_backend names the backend", !strcmp(mw_runtime_backend(rt), "sim"));
   EXPECT(mw_program_compile(rt, NULL, NULL, &p), MW_EINVAL);
@@ -167,6 +169,7 @@ int main(void) {
   expect_true("a failed compile hands out no program", p == NULL);
   EXPECT(mw_program_compile(rt, SRC, NULL, &p), 0);
   EXPECT(mw_runtime_kind_stats(rt, 999, kinds), MW_ENOTASK);
+  EXPECT(mw_runtime_kinds_stats(rt, 0, 999, &kinds), MW_ENOTASK);
   EXPECT(mw_runtime_kind_name(rt, 0, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_name(rt, 999, &name), MW_ENOTASK);
   EXPECT(mw_runtime_kind_name(rt, 0, &name), 0);

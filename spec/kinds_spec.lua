@@ -1,0 +1,87 @@
+-- kinds_spec.lua - a runtime with thousands of task kinds: values, and counters that stay exact
+-- when the kinds' counter entries collide (protocol.h, per-worker rows).
+local support = require "spec.support"
+
+local NKINDS = 2100 -- tiny tasks k0 .. k2099, kinds 0 .. 2099 in a fresh runtime
+
+-- kinds that share an entry of a warp's counter cache (32 entries) and of a worker's device
+-- entries (64): 5 + 32 j and 5 + 64 j up to the last kind
+local COLLIDING = {}
+for k = 5, NKINDS - 1, 32 do COLLIDING[#COLLIDING + 1] = k end
+
+-- what the host spawns: both ends, either side of the old limit of 64, and the colliding ones
+local HOST = { 0, 1, 31, 32, 63, 64, 65, 96, 127, 128, 1000, 1024, 2047, 2048, NKINDS - 1 }
+for _, k in ipairs(COLLIDING) do HOST[#HOST + 1] = k end
+
+local function source()
+  local parts = {}
+  for k = 0, NKINDS - 1 do parts[#parts + 1] = ("task int k%d(int x) { return x + %d; }"):format(k, k) end
+  -- sweep spawns and awaits every colliding kind in turn, reps times: each spawn and completion
+  -- it counts misses the warp's cache
+  parts[#parts + 1] = [[
+task long sweep(int x, int reps) {
+  local future f;
+  local long s;
+  local int r;
+  s = 0;
+  for (r = 0; r < reps; ++r) {]]
+  for _, k in ipairs(COLLIDING) do
+    parts[#parts + 1] = ("    f = spawn(k%d, x); await(f); s += (long)value(f); release(f);"):format(k)
+  end
+  parts[#parts + 1] = "  }\n  return s;\n}"
+  return table.concat(parts, "\n")
+end
+
+support.each_backend(function(backend)
+  describe("a runtime of " .. NKINDS .. " task kinds", function()
+    local rt, prog
+    setup(function()
+      rt = support.runtime(backend)
+      prog = support.compile(rt, source(), "kinds.cu")
+    end)
+    teardown(function() if rt then rt:close() end end)
+
+    it("numbers the kinds as they load", function()
+      assert.equals(NKINDS + 1, rt:stats().kinds)
+      for _, k in ipairs(HOST) do assert.equals(k, prog["k" .. k].kind) end
+      assert.equals(NKINDS, prog.sweep.kind)
+    end)
+
+    it("runs tasks of any kind and counts each kind exactly", function()
+      local want = {} -- kind -> tasks spawned
+      local futs = {}
+      for round = 1, 3 do
+        for _, k in ipairs(HOST) do
+          futs[#futs + 1] = { k, round, prog["k" .. k](round) }
+          want[k] = (want[k] or 0) + 1
+        end
+      end
+      local reps, x = 7, 1000
+      local sweeps = {}
+      for i = 1, 4 do sweeps[i] = prog.sweep(x + i, reps) end
+      for _, f in ipairs(futs) do assert.equals(f[1] + f[2], f[3]:await(60)) end
+      local sum = 0
+      for _, k in ipairs(COLLIDING) do sum = sum + k end
+      for i = 1, 4 do
+        assert.equals(reps * (#COLLIDING * (x + i) + sum), sweeps[i]:await(60))
+      end
+      for _, k in ipairs(COLLIDING) do want[k] = want[k] + 4 * reps end
+
+      local st = rt:stats()
+      local total = 0
+      for k = 0, NKINDS - 1 do
+        local t = st.tasks["k" .. k]
+        local n = want[k] or 0
+        assert.same({ spawned = n, completed = n, failed = 0, cancelled = 0 }, t, "k" .. k)
+        total = total + n
+      end
+      assert.same({ spawned = 4, completed = 4, failed = 0, cancelled = 0 }, st.tasks.sweep)
+      total = total + 4
+      assert.equals(total, st.spawned)
+      assert.equals(total, st.completed)
+      assert.equals(0, st.failed)
+      assert.equals(0, st.cancelled)
+      assert.equals(0, st.in_flight)
+    end)
+  end)
+end)
