@@ -57,15 +57,25 @@ typedef struct mwl_runtime {
   int nprogs, progs_cap;
 } mwl_runtime;
 
+/* A program's Lua objects (the program and its task objects) share one count: when the last
+ * is collected the program is let go of (mw_program_release) and leaves r->progs. */
+typedef struct mwl_progref {
+  int refs;
+  mwl_runtime *r;
+  mw_program *p;
+} mwl_progref;
+
 typedef struct mwl_program {
   mwl_runtime *r;
   mw_program *p; /* owned by the core runtime; dead once r->rt is NULL */
+  mwl_progref *ref;
 } mwl_program;
 
 typedef struct mwl_task {
   mwl_runtime *r;
   mw_program *p;
   int index; /* in the program */
+  mwl_progref *ref;
 } mwl_task;
 
 typedef struct mwl_buffer {
@@ -125,6 +135,8 @@ int mwl_poll_fds(lua_State *L); /* core._poll_fds() */
 /* program.c */
 void mwl_program_init(lua_State *L);
 void mwl_program_push(lua_State *L, int anchor_idx, mwl_runtime *r, mw_program *p);
+/* Drops p from r->progs (it was let go of). */
+void mwl_runtime_forget_program(mwl_runtime *r, mw_program *p);
 mwl_program *mwl_check_program(lua_State *L, int idx);
 mwl_task *mwl_check_task(lua_State *L, int idx);
 

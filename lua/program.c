@@ -2,6 +2,7 @@
  * and spawning. A program's environment table holds the runtime anchor at [1] and its task
  * objects by name, so prog.fib returns the same object every time. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "binding.h"
@@ -25,6 +26,11 @@ void mwl_program_push(lua_State *L, int anchor_idx, mwl_runtime *r, mw_program *
   mwl_program *pr = (mwl_program *)lua_newuserdata(L, sizeof *pr);
   pr->r = NULL;
   pr->p = p;
+  pr->ref = (mwl_progref *)malloc(sizeof *pr->ref);
+  if (pr->ref == NULL) luaL_error(L, "out of memory");
+  pr->ref->refs = 1;
+  pr->ref->r = r;
+  pr->ref->p = p;
   luaL_getmetatable(L, MWL_PROGRAM_MT);
   lua_setmetatable(L, -2);
   lua_createtable(L, 1, 4);
@@ -55,6 +61,8 @@ static void push_task(lua_State *L, int prog_idx, mwl_program *pr, int i) {
   t->r = NULL;
   t->p = pr->p;
   t->index = i;
+  t->ref = pr->ref;
+  pr->ref->refs++;
   luaL_getmetatable(L, MWL_TASK_MT);
   lua_setmetatable(L, -2);
   lua_rawgeti(L, env, 1);
@@ -427,8 +435,20 @@ static int task_tostring(lua_State *L) {
   return 1;
 }
 
+/* Drops one of the program's Lua references; the last lets the core drop the program. */
+static void progref_drop(mwl_progref *ref) {
+  if (ref == NULL || --ref->refs > 0) return;
+  if (ref->r != NULL && ref->r->rt != NULL) {
+    mwl_runtime_forget_program(ref->r, ref->p);
+    mw_program_release(ref->p);
+  }
+  free(ref);
+}
+
 static int task_gc(lua_State *L) {
   mwl_task *t = (mwl_task *)luaL_checkudata(L, 1, MWL_TASK_MT);
+  progref_drop(t->ref);
+  t->ref = NULL;
   if (t->r != NULL) {
     mwl_runtime_unref(t->r);
     t->r = NULL;
@@ -509,6 +529,8 @@ static int prog_tostring(lua_State *L) {
 
 static int prog_gc(lua_State *L) {
   mwl_program *pr = (mwl_program *)luaL_checkudata(L, 1, MWL_PROGRAM_MT);
+  progref_drop(pr->ref);
+  pr->ref = NULL;
   if (pr->r != NULL) {
     mwl_runtime_unref(pr->r);
     pr->r = NULL;

@@ -31,6 +31,13 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
   return r;
 }
 
+void mwl_runtime_forget_program(mwl_runtime *r, mw_program *p) {
+  int j = 0;
+  for (int i = 0; i < r->nprogs; i++)
+    if (r->progs[i] != p) r->progs[j++] = r->progs[i];
+  r->nprogs = j;
+}
+
 /* ---- options ---- */
 
 static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",

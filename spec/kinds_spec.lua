@@ -84,4 +84,60 @@ support.each_backend(function(backend)
       assert.equals(0, st.in_flight)
     end)
   end)
+
+  describe("programs let go of", function()
+    -- a runtime per test, one at a time: cuda runs one executor per device in a process
+    local rt
+    before_each(function() rt = support.runtime(backend) end)
+    after_each(function() rt:close() end)
+
+    local function many(n, salt)
+      local parts = {}
+      for k = 0, n - 1 do
+        parts[#parts + 1] = ("task int %s%d(int x) { return x + %d; }"):format(salt, k, k)
+      end
+      return table.concat(parts, "\n")
+    end
+
+    it("give their kinds to the programs loaded after them", function()
+      local n, loads = 1500, 4 -- 6000 kinds in all: more than a runtime holds at once
+      for i = 1, loads do
+        local prog = support.compile(rt, many(n, "r"), "redefined.cu")
+        assert.equals(7 + i, prog.r7(i):await(60))
+        assert.equals(n - 1 + i, prog["r" .. (n - 1)](i):await(60))
+        local st = rt:stats()
+        -- each program's figures count its own tasks only, on kinds used before too
+        assert.same({ spawned = 1, completed = 1, failed = 0, cancelled = 0 }, st.tasks.r7)
+        assert.is_true(st.kinds <= 2 * n, "kinds " .. st.kinds)
+        prog = nil -- luacheck: ignore
+        collectgarbage()
+        collectgarbage()
+      end
+    end)
+
+    it("keep running their tasks, and go once those have ended", function()
+      local a = support.compile(rt, [[
+task int slow(int ms) {
+  unsigned long long t0 = __shfl_sync(0xffffffffu, (unsigned long long)MW_GLOBALTIMER(), 0);
+  while (MW_GLOBALTIMER() - t0 < (unsigned long long)ms * 1000000ull) __nanosleep(100000);
+  return ms;
+}
+]], "slow.cu")
+      local kind = a.slow.kind
+      local f = a.slow(300)
+      a = nil -- luacheck: ignore
+      collectgarbage()
+      collectgarbage()
+      -- the load while slow runs keeps it: it ends with its value
+      local b = support.compile(rt, "task int b() { return 2; }\n", "b.cu")
+      assert.equals(300, f:await(30))
+      assert.equals(2, b.b():await(30))
+      -- a load after it ended drops it; the one after that takes its kind
+      support.compile(rt, "task int c() { return 3; }\n", "c.cu")
+      local d = support.compile(rt, "task int d() { return 4; }\n", "d.cu")
+      assert.equals(kind, d.d.kind)
+      assert.equals(4, d.d():await(30))
+      assert.is_nil(rt:stats().tasks.slow)
+    end)
+  end)
 end)

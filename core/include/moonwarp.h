@@ -207,6 +207,11 @@ typedef struct mw_compile_desc {
  * message naming the option: "option 'defines': '1N' is not an identifier". */
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
                               mw_program **out);
+/* Lets go of p: nothing will spawn its tasks from the host any more. The next program load on
+ * its runtime drops it once none of its tasks runs, waits or is queued and no host future is
+ * pending, and gives its kinds to later programs (so a runtime that keeps redefining tasks, a
+ * REPL, never runs out of kinds); until then it runs as before. p must not be used after. */
+MW_API int mw_program_release(mw_program *p);
 MW_API int mw_program_task_count(const mw_program *p);
 MW_API int mw_program_task(const mw_program *p, int i, mw_task_info *out);
 MW_API int mw_program_find(const mw_program *p, const char *name); /* index or MW_ENOTASK */

@@ -112,6 +112,7 @@ struct mw_program {
   char **include_dirs; /* its include directories (absolute) */
   int ninclude_dirs;
   int debug;
+  int released;  /* let go of (mw_program_release): the next load drops it once it is idle */
   mw__image obj; /* its compiled part of the executor image (mw__generate_part) */
 };
 
@@ -166,6 +167,9 @@ struct mw_runtime {
   int exec_debug;     /* exec_obj was built for a debugger */
   uint32_t nkinds;
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
+  /* the counters of each kind when a program took it again after one that was dropped: its
+   * figures count from there */
+  uint64_t kind_base[MW_MAX_KINDS][4];
   mw_buffer *buffers;
   struct mw__trace *trace; /* task traces (trace.c); NULL until the first trace_start */
   int running, faulted;

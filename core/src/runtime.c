@@ -857,40 +857,75 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
   return rc ? rc : rt->ops->load(rt->be, img->data, img->size);
 }
 
+static int kinds_stats_raw(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]);
+
+/* Whether a program let go of (stale) still has work: a task of its kinds not finished (the
+ * counters are exact while the executor is stopped), or any host future pending (a host spawn
+ * the device has not taken may be of its kinds). */
+static int stale_busy(mw_runtime *rt, mw_program *const *stale, int nstale) {
+  if (rt->in_flight) return 1;
+  for (int i = 0; i < nstale; ++i) {
+    const mw__parsed *p = &stale[i]->parsed;
+    if (!p->ntasks) continue;
+    uint64_t(*n)[4] = malloc(sizeof *n * (size_t)p->ntasks);
+    int busy = !n || kinds_stats_raw(rt, p->tasks[0].kind, (uint32_t)p->ntasks, n) != 0;
+    for (int k = 0; !busy && k < p->ntasks; ++k) busy = n[k][0] != n[k][1] + n[k][2] + n[k][3];
+    free(n);
+    if (busy) return 1;
+  }
+  return 0;
+}
+
+/* What replace_executor returns when a stale program still had work: the executor that ran
+ * before carries on, nothing changed; the caller builds again with every program. */
+#define STALE_BUSY 1
+
 /* Builds the image of progs[0..nprogs) and makes it the executor, with nkinds task kinds: the
  * build runs beside the running executor; then the executor stops, the image is loaded and
  * launched, and queued and suspended tasks carry on. When the new one cannot start, the one
- * that ran before carries on (or the runtime faults, restart_executor). rt->err says why. */
-static int replace_executor(mw_runtime *rt, int nprogs, uint32_t nkinds) {
-  mw__parsed **list = malloc(sizeof *list * (size_t)nprogs);
+ * that ran before carries on (or the runtime faults, restart_executor). rt->err says why.
+ * stale[0..nstale) are programs let go of that progs leave out: if one of them still has work
+ * once the executor has stopped, it is relaunched as it was and STALE_BUSY returned. */
+static int replace_executor(mw_runtime *rt, mw_program *const *progs, int nprogs, uint32_t nkinds,
+                            mw_program *const *stale, int nstale) {
+  mw__parsed **list = malloc(sizeof *list * (size_t)(nprogs ? nprogs : 1));
   if (!list) {
     mw__rt_error(rt, "out of memory");
     return MW_ENOMEM;
   }
-  for (int i = 0; i < nprogs; ++i) list[i] = &rt->progs[i]->parsed;
+  for (int i = 0; i < nprogs; ++i) list[i] = &progs[i]->parsed;
   mw__image img = {0};
   mw__image_req req = {0};
   mw__build_opts bo;
   char *gen = NULL;
   const char **dirs = NULL;
-  int rc = build_image(rt, rt->progs, list, nprogs, &img, &req, &gen, &dirs, &bo);
+  int rc = build_image(rt, progs, list, nprogs, &img, &req, &gen, &dirs, &bo);
   int stopped = 0;
   if (!rc && rt->running) stopped = !(rc = stop_executor(rt, rt->relaunch_timeout));
-  if (!rc) rc = load_image(rt, rt->progs, nprogs, &req, &img);
+  if (!rc && nstale && stale_busy(rt, stale, nstale)) {
+    if (stopped && restart_executor(rt)) rc = MW_EFAULT;
+    else rc = STALE_BUSY;
+    stopped = 0;
+  }
+  if (!rc) rc = load_image(rt, progs, nprogs, &req, &img);
   mw__image_free(&img);
   free(dirs);
   free(gen);
   uint32_t old_kinds = rt->state.nkinds;
   if (!rc) {
+    /* the executor is stopped: its threads read none of this now */
+    int old_n = rt->run_nprogs;
+    mw__parsed **old = malloc(sizeof *old * (size_t)(old_n ? old_n : 1));
+    if (old) memcpy(old, rt->run_progs, sizeof *old * (size_t)old_n);
     rt->state.nkinds = nkinds;
-    /* the executor is stopped: its threads read none of this now; the image before held the
-     * programs but the last (nprogs is the loaded ones and the new one) */
     memcpy(rt->run_progs, list, sizeof *list * (size_t)nprogs);
     rt->run_nprogs = nprogs;
     if ((rc = start_executor(rt))) {
       rt->state.nkinds = old_kinds;
-      rt->run_nprogs = nprogs - 1;
+      if (old) memcpy(rt->run_progs, old, sizeof *old * (size_t)old_n);
+      rt->run_nprogs = old ? old_n : 0;
     }
+    free(old);
   }
   if (rc && stopped && !rt->faulted) {
     char why[sizeof rt->err];
@@ -908,12 +943,54 @@ static void name_kinds(mw_runtime *rt, const mw_program *p) {
   for (int i = 0; i < p->parsed.ntasks; ++i) {
     const mw__task *t = &p->parsed.tasks[i];
     int dup = 0;
-    for (uint32_t k = 0; k < t->kind && !dup; ++k)
-      dup = rt->kind_names[k] && !strcmp(rt->kind_names[k], t->name);
+    for (uint32_t k = 0; k < MW_MAX_KINDS && !dup; ++k) /* held by a program loaded before */
+      dup = k != t->kind && rt->kind_names[k] && !strcmp(rt->kind_names[k], t->name);
     char buf[160];
     snprintf(buf, sizeof buf, dup ? "%s#%u" : "%s", t->name, t->kind);
     rt->kind_names[t->kind] = mw__strdup(buf);
   }
+}
+
+/* The first of n consecutive kinds that no loaded program holds (kinds of programs dropped
+ * are taken again), or MW_NONE when MW_MAX_KINDS leaves no room. */
+static uint32_t free_kinds(const mw_runtime *rt, uint32_t n) {
+  for (uint32_t base = 0; base + n <= MW_MAX_KINDS; ++base) {
+    uint32_t clash = MW_NONE;
+    for (int i = 0; i < rt->nprogs && clash == MW_NONE; ++i) {
+      const mw__parsed *q = &rt->progs[i]->parsed;
+      if (!q->ntasks) continue;
+      uint32_t lo = q->tasks[0].kind, hi = lo + (uint32_t)q->ntasks;
+      if (lo < base + n && base < hi) clash = hi;
+    }
+    if (clash == MW_NONE) return base;
+    base = clash - 1; /* on past the program in the way */
+  }
+  return MW_NONE;
+}
+
+/* Removes the programs in drop[0..n) (let go of, idle, left out of the running image) from rt:
+ * their kinds are free for the programs loaded next. */
+static void drop_programs(mw_runtime *rt, mw_program *const *drop, int n) {
+  for (int d = 0; d < n; ++d) {
+    mw_program *p = drop[d];
+    for (int k = 0; k < p->parsed.ntasks; ++k) {
+      uint32_t kind = p->parsed.tasks[k].kind;
+      free(rt->kind_names[kind]);
+      rt->kind_names[kind] = NULL;
+    }
+    int j = 0;
+    for (int i = 0; i < rt->nprogs; ++i)
+      if (rt->progs[i] != p) rt->progs[j++] = rt->progs[i];
+    rt->nprogs = j;
+    program_free(p);
+  }
+  for (int i = 0; i < rt->nprogs; ++i) rt->progs[i]->index = i;
+}
+
+MW_API int mw_program_release(mw_program *p) {
+  MW_NOT_NULL(p, "mw_program_release");
+  p->released = 1;
+  return 0;
 }
 
 MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compile_desc *desc,
@@ -946,27 +1023,53 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   p->parsed.def_values = defs.def_values;
   memset(&defs, 0, sizeof defs);
   p->debug = p->parsed.debug = desc && desc->debug;
-  if (rt->nkinds + (uint32_t)p->parsed.ntasks > MW_MAX_KINDS) {
-    mw__rt_error(rt, "a runtime holds at most %u task kinds", MW_MAX_KINDS);
+  uint32_t n = (uint32_t)p->parsed.ntasks, base = free_kinds(rt, n);
+  if (base == MW_NONE) {
+    mw__rt_error(rt, "a runtime holds at most %u task kinds (programs let go of give theirs back "
+                     "once nothing runs them)", MW_MAX_KINDS);
     rc = MW_ECAPACITY;
     goto fail;
   }
-  for (int i = 0; i < p->parsed.ntasks; ++i) p->parsed.tasks[i].kind = rt->nkinds + (uint32_t)i;
+  for (uint32_t i = 0; i < n; ++i) p->parsed.tasks[i].kind = base + i;
+  uint32_t nkinds = base + n > rt->nkinds ? base + n : rt->nkinds;
   mw_program **progs = realloc(rt->progs, sizeof *progs * (size_t)(rt->nprogs + 1));
-  if (!progs) {
+  mw_program **keep = malloc(sizeof *keep * (size_t)(rt->nprogs + 1));
+  mw_program **stale = malloc(sizeof *stale * (size_t)(rt->nprogs + 1));
+  if (progs) rt->progs = progs;
+  if (!progs || !keep || !stale) {
+    free(keep);
+    free(stale);
     rc = MW_ENOMEM;
     goto fail;
   }
-  rt->progs = progs;
   p->index = rt->nprogs;
   progs[rt->nprogs] = p;
-
-  if ((rc = compile_program(rt, p)) ||
-      (rc = replace_executor(rt, rt->nprogs + 1, rt->nkinds + (uint32_t)p->parsed.ntasks)))
+  /* the image leaves out the programs let go of; if one still has work, all are kept */
+  int nkeep = 0, nstale = 0;
+  for (int i = 0; i <= rt->nprogs; ++i) {
+    if (progs[i]->released) stale[nstale++] = progs[i];
+    else keep[nkeep++] = progs[i];
+  }
+  if (!(rc = compile_program(rt, p))) {
+    rc = replace_executor(rt, keep, nkeep, nkinds, stale, nstale);
+    if (rc == STALE_BUSY) {
+      nstale = 0;
+      rc = replace_executor(rt, progs, rt->nprogs + 1, nkinds, NULL, 0);
+    }
+  }
+  free(keep);
+  if (rc) {
+    free(stale);
     goto fail_reported;
-  name_kinds(rt, p);
+  }
   rt->nprogs++;
-  rt->nkinds += (uint32_t)p->parsed.ntasks;
+  rt->nkinds = nkinds;
+  for (uint32_t i = 0; i < n; ++i) /* its figures start from the counters its kinds have now */
+    if (kinds_stats_raw(rt, base + i, 1, &rt->kind_base[base + i]) != 0)
+      memset(rt->kind_base[base + i], 0, sizeof rt->kind_base[base + i]);
+  drop_programs(rt, stale, nstale); /* first: a name they held is free again */
+  free(stale);
+  name_kinds(rt, p);
   *out = p;
   return 0;
 fail_reported: /* rt->err says why */
@@ -1942,8 +2045,11 @@ MW_API int mw_runtime_kind_name(const mw_runtime *rt, uint32_t kind, const char 
   MW_NOT_NULL(rt, "mw_runtime_kind_name");
   if (kind >= rt->nkinds) return MW_ENOTASK;
   *out = rt->kind_names[kind];
-  if (!*out) return MW_ENOMEM;
-  return 0;
+  if (*out) return 0;
+  for (int i = 0; i < rt->nprogs; ++i) /* held by a program: its name found no memory */
+    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k)
+      if (rt->progs[i]->parsed.tasks[k].kind == kind) return MW_ENOMEM;
+  return MW_ENOTASK; /* its program was dropped (mw_program_release) */
 }
 
 MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4]) {
@@ -1958,6 +2064,15 @@ MW_API int mw_runtime_kinds_stats(mw_runtime *rt, uint32_t first, uint32_t n, ui
   MW_NOT_NULL(out, "mw_runtime_kinds_stats");
   MW_NOT_NULL(rt, "mw_runtime_kinds_stats");
   if (first >= rt->nkinds || n > rt->nkinds - first) return MW_ENOTASK;
+  int rc = kinds_stats_raw(rt, first, n, out);
+  /* a kind used again counts from where its last program left it */
+  for (uint32_t i = 0; !rc && i < n; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] -= rt->kind_base[first + i][j];
+  return rc;
+}
+
+/* The counters of kinds [first, first + n) as the rows hold them, since the runtime started. */
+static int kinds_stats_raw(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]) {
   memset(out, 0, (size_t)n * sizeof *out);
   mw_stat_row *spill;
   mw_stat_entry *en;

@@ -173,6 +173,9 @@ function M.session(opts)
     local r = env.rt
     if r == nil then error("def: no runtime (rt is nil)", 2) end
     if opts.status then opts.status("compiling the definition...") end
+    -- programs whose every task a later definition replaced are let go of: the runtime drops
+    -- them (and reuses their kinds) once nothing runs them and nothing here refers to them
+    collectgarbage()
     local t0 = mw.now()
     local ok, prog, perr = pcall(r.compile, r, source, "repl")
     local took = mw.now() - t0
@@ -180,12 +183,21 @@ function M.session(opts)
     if not ok then error(error_text(prog), 2) end
     if not prog then error(perr, 0) end
     programs[r] = programs[r] or {}
-    table.insert(programs[r], prog)
-    local names = {}
+    local names, defined = {}, {}
     for _, t in ipairs(prog:tasks()) do
       env[t.name] = t
       names[#names + 1] = t.signature
+      defined[t.name] = true
     end
+    -- the programs before this one keep those of their tasks not defined again
+    local kept = {}
+    for _, old in ipairs(programs[r]) do
+      for _, t in ipairs(old:tasks()) do
+        if not defined[t.name] then kept[#kept + 1] = old break end
+      end
+    end
+    kept[#kept + 1] = prog
+    programs[r] = kept
     -- a compile long enough to notice says how long it took (the cache makes the next one quick)
     local slow = took >= 1 and (" (compiled in %.1f s)"):format(took) or ""
     return "defined: " .. table.concat(names, "; ") .. slow
@@ -193,13 +205,18 @@ function M.session(opts)
 
   local commands = {}
   function commands.tasks()
-    local n = 0
-    for _, prog in ipairs(env.rt and programs[env.rt] or {}) do
-      for _, t in ipairs(prog:tasks()) do
-        output("  " .. t.signature .. "\n")
-        n = n + 1
+    local n, seen, lines = 0, {}, {}
+    local list = env.rt and programs[env.rt] or {}
+    for i = #list, 1, -1 do -- the latest definition of each name
+      for _, t in ipairs(list[i]:tasks()) do
+        if not seen[t.name] then
+          seen[t.name] = true
+          table.insert(lines, 1, "  " .. t.signature .. "\n")
+          n = n + 1
+        end
       end
     end
+    for _, line in ipairs(lines) do output(line) end
     if n == 0 then output("  (no tasks: def [[task ...]])\n") end
   end
   function commands.stats()
