@@ -441,8 +441,9 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
                     "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
                     at.tag, at.tag, at.tag);
     }
-  if (one_unit) { /* the entries themselves, in constant memory; kinds no program holds are empty */
-    mw__sb_puts(b, "__constant__ const mw_kind_info mw_kinds[] = {\n");
+  if (one_unit) { /* the entries themselves, in constant memory (64 KiB in all: device memory
+                  * past 2048 kinds); kinds no program holds are empty */
+    mw__sb_printf(b, "%s const mw_kind_info mw_kinds[] = {\n", nk > 2048 ? "__device__" : "__constant__");
     for (uint32_t kind = 0; kind < (nk ? nk : 1u); ++kind) {
       int found = 0;
       for (int i = 0; i < nprogs && !found; ++i)

@@ -37,7 +37,7 @@ if want examples; then
 fi
 if want specs; then
   step "#gpu specs"
-  MW_SPEC_TRACE=1 timeout ${SPEC_TIMEOUT:-300} luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim ${SPEC_ARGS:-} >"$out/specs.txt" 2>&1
+  MW_SPEC_TRACE=1 timeout ${SPEC_TIMEOUT:-450} luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim ${SPEC_ARGS:-} >"$out/specs.txt" 2>&1
   echo "busted exit status: $?" | tee -a "$out/specs.txt"
   grep -E "^(failure|error|FAILED|ERROR)" -A3 "$out/specs.txt"
   echo "succeeded: $(grep -c '^success' "$out/specs.txt")"; tail -3 "$out/specs.txt"

@@ -147,15 +147,6 @@ task int pick(int x) {
       end
     end)
 
-    it("are each program's own: another program's macros do not reach it", function()
-      local first = compile(rt, "#define ALREADY 1\ntask int uses_already() { return ALREADY; }\n",
-        "defines_already.lua")
-      local second = compile(rt, "task int again() { return ALREADY; }\n", "defines_again.lua",
-        { defines = { ALREADY = 2 } })
-      assert.equals(1, first.uses_already():await(30))
-      assert.equals(2, second.again():await(30))
-    end)
-
     if backend == "sim" then
       it("of a name that is a macro already where the program starts are refused by the compile",
         function()
@@ -239,6 +230,34 @@ task int how_fast() { return speed(); }
       ffi.C.chdir(cwd)
       assert(ok, err)
     end)
+  end)
+
+  describe("a program's #define", function()
+    -- a runtime per test, one at a time: cuda runs one executor per device in a process
+    local FIRST = "#define ALREADY 1\ntask int uses_already() { return ALREADY; }\n"
+    local SECOND = "task int again() { return ALREADY; }\n"
+
+    it("does not reach another program compiled on its own (build = parts)", function()
+      local rt = support.runtime(backend, { build = "parts" })
+      local first = compile(rt, FIRST, "defines_already.lua")
+      local second = compile(rt, SECOND, "defines_again.lua", { defines = { ALREADY = 2 } })
+      local a, b = first.uses_already():await(30), second.again():await(30)
+      rt:close()
+      assert.equals(1, a)
+      assert.equals(2, b)
+    end)
+
+    it("is in force for the programs after it in one unit, and a define of its name is refused",
+      function()
+        local rt = support.runtime(backend, { build = "one_unit" })
+        compile(rt, FIRST, "defines_already.lua")
+        local prog, err, code = rt:compile(SECOND, "defines_again.lua", { defines = { ALREADY = 2 } })
+        rt:close()
+        assert.is_nil(prog)
+        assert.equals("ECOMPILE", code)
+        assert.truthy(err:find("defines_again.lua", 1, true), err)
+        assert.truthy(err:find("option 'defines': 'ALREADY' is a macro already", 1, true), err)
+      end)
   end)
 
   describe("debug", function()

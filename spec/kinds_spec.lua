@@ -86,9 +86,10 @@ support.each_backend(function(backend)
   end)
 
   describe("programs let go of", function()
-    -- a runtime per test, one at a time: cuda runs one executor per device in a process
+    -- a runtime per test, one at a time: cuda runs one executor per device in a process; each
+    -- program compiled on its own (the kinds are given back in either build)
     local rt
-    before_each(function() rt = support.runtime(backend) end)
+    before_each(function() rt = support.runtime(backend, { build = "parts" }) end)
     after_each(function() rt:close() end)
 
     local function many(n, salt)
