@@ -106,6 +106,24 @@ static int env_set(const char *name) {
   return v && *v;
 }
 
+/* Says on stderr, once per process, that compiles are not kept: the cache folder cannot be
+ * made or written (what), or an entry could not be written there. Nothing else changes: the
+ * compile goes on without the cache. */
+static pthread_once_t unusable_once = PTHREAD_ONCE_INIT;
+static char unusable_msg[PATH_MAX + 160];
+static void say_unusable(void) { fprintf(stderr, "%s\n", unusable_msg); }
+static void unusable(const char *path, const char *what, int err) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  if (!unusable_msg[0])
+    snprintf(unusable_msg, sizeof unusable_msg,
+             "moonwarp: the compile cache %s %s (%s): compiles are not kept; set "
+             "MOONWARP_CACHE_DIR to a writable folder, or MOONWARP_NO_CACHE=1",
+             path, what, strerror(err));
+  pthread_mutex_unlock(&mu);
+  pthread_once(&unusable_once, say_unusable);
+}
+
 const char *mw__cache_dir(void) {
   static _Thread_local char buf[PATH_MAX];
   const char *v = getenv("MOONWARP_NO_CACHE");
@@ -122,7 +140,9 @@ const char *mw__cache_dir(void) {
   else
     return NULL;
   if (n < 0 || (size_t)n >= sizeof buf) return NULL;
-  return usable_dir(buf, 0700) ? buf : NULL;
+  if (usable_dir(buf, 0700)) return buf;
+  unusable(buf, "folder cannot be made or written", errno ? errno : EACCES);
+  return NULL;
 }
 
 const char *mw__cache_dump_dir(void) {
@@ -420,7 +440,10 @@ int mw__cache_put(const char *key, const char *ext, const void *data, size_t siz
   lens[0] = sizeof header;
   parts[1] = data;
   lens[1] = size;
-  if ((rc = write_parts_atomic(path, parts, lens, 2)) != 0) return rc;
+  if ((rc = write_parts_atomic(path, parts, lens, 2)) != 0) {
+    unusable(dir, "could not keep an entry", errno ? errno : EIO);
+    return rc;
+  }
 
   evict(dir, strrchr(path, '/') + 1);
   return 0;

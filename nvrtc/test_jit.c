@@ -559,7 +559,7 @@ static void test_cache_dir_follows_the_environment(void) {
   }
 }
 
-static void test_an_unusable_cache_is_silently_off(void) {
+static void test_an_unusable_cache_is_off(void) {
   char dir[PATH_MAX + 16], file[PATH_MAX], key[65];
   void *data;
   size_t size;
@@ -747,7 +747,7 @@ static const struct {
     T(test_a_damaged_entry_is_a_miss_and_is_removed),
     T(test_a_hit_refreshes_the_entry_mtime),
     T(test_cache_dir_follows_the_environment),
-    T(test_an_unusable_cache_is_silently_off),
+    T(test_an_unusable_cache_is_off),
     T(test_eviction_keeps_the_cache_within_its_bound),
     T(test_eviction_removes_the_least_recently_used),
     T(test_concurrent_writers_leave_a_whole_entry),
