@@ -139,17 +139,15 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
   return st;
 }
 
-/* The host compiler's cache key: the source, the compiler, its flags, the include folders and
- * the headers reached. */
+/* The host compiler's cache key: the source, the compiler, its flags and the headers reached
+ * (mw__build_opts.deps: their names as included and their contents; not the folders they were
+ * found in, so that a project moved elsewhere keeps its builds). */
 static void host_key(const mw__image_req *req, char key[65]) {
   const mw__build_opts *bo = req->bo;
-  char dirs[65] = "";
-  if (bo && bo->ninclude_dirs)
-    mw__cache_key((const void *const *)bo->include_dirs, NULL, bo->ninclude_dirs, dirs);
-  const void *parts[] = {req->object ? "sim-object-1" : "sim-2", req->source, host_cxx(), HOST_FLAGS,
-                         bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS, dirs,
+  const void *parts[] = {req->object ? "sim-object-2" : "sim-3", req->source, host_cxx(), HOST_FLAGS,
+                         bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS,
                          bo ? bo->deps : ""};
-  mw__cache_key(parts, NULL, 7, key);
+  mw__cache_key(parts, NULL, 6, key);
 }
 
 /* Compiles req->source with the host compiler in a temporary folder: the shared object's bytes
@@ -243,8 +241,8 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
   return 0;
 }
 
-/* NVRTC's cache key: the source, the target, the compiler, the headers reached and every
- * option. */
+/* NVRTC's cache key: the source, the target, the compiler, the headers reached (as host_key)
+ * and every option but the include folders. */
 static int nvrtc_key(const mw__image_req *req, const char *const *opts, int nopts, char key[65]) {
   int nmaj = 0, nmin = 0;
   mw__nvrtc_version(&nmaj, &nmin);
@@ -253,13 +251,15 @@ static int nvrtc_key(const mw__image_req *req, const char *const *opts, int nopt
   snprintf(ver, sizeof ver, "%d.%d", nmaj, nmin);
   const void **parts = malloc(sizeof *parts * (size_t)(5 + nopts));
   if (!parts) return MW_ENOMEM;
-  parts[0] = "cuda-2";
-  parts[1] = req->source;
-  parts[2] = arch;
-  parts[3] = ver;
-  parts[4] = req->bo ? req->bo->deps : "";
-  for (int i = 0; i < nopts; ++i) parts[5 + i] = opts[i];
-  mw__cache_key(parts, NULL, 5 + nopts, key);
+  int n = 0;
+  parts[n++] = "cuda-3";
+  parts[n++] = req->source;
+  parts[n++] = arch;
+  parts[n++] = ver;
+  parts[n++] = req->bo ? req->bo->deps : "";
+  for (int i = 0; i < nopts; ++i)
+    if (strncmp(opts[i], "-I", 2)) parts[n++] = opts[i];
+  mw__cache_key(parts, NULL, n, key);
   free(parts);
   return 0;
 }

@@ -222,7 +222,9 @@ static void follow(walk *w, const char *name, size_t n, int quoted, const char *
   char *text = NULL;
   size_t len = 0;
   if (mw__read_file(path, &text, &len) != 0) return; /* the compiler will say so */
-  hash_part(w, real, strlen(real));
+  /* the name as the #include writes it, not where it was found: the same headers in a folder
+   * moved elsewhere (or named by another path) give the same digest */
+  hash_part(w, name, n);
   hash_part(w, text, len);
   /* the folder of the path as found, where the compiler looks for its quoted includes */
   char dir[PATH_MAX];

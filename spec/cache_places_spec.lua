@@ -109,6 +109,35 @@ support.each_backend(function(backend)
     write_script(dir, "bad_" .. place.rel:gsub("/", "_"), place.pad, BAD)
   end)
 
+  it("reuses the build of a project whose include folder moved, and not once a header changed",
+    function()
+      local function project(root, value)
+        assert(os.execute("mkdir -p " .. q(root .. "/inc")) == 0)
+        local h = assert(io.open(root .. "/inc/answer.h", "w"))
+        h:write("static int answer() { return ", value, "; }\n")
+        h:close()
+      end
+      local src = '#include "answer.h"\ntask int ask() { return answer(); }\n'
+      local function load(root)
+        local rt = support.runtime(backend)
+        local p = assert(rt:compile(src, "ask.lua", { include_dirs = { root .. "/inc" } }))
+        local v = p.ask():await(30)
+        rt:close()
+        return v
+      end
+      project(f.dir .. "/here", 42)
+      assert.equals(42, load(f.dir .. "/here"))
+      local builds = cache_entries(f.cache)
+      -- the same project, moved: the same build
+      assert(os.execute("mv " .. q(f.dir .. "/here") .. " " .. q(f.dir .. "/there")) == 0)
+      assert.equals(42, load(f.dir .. "/there"))
+      assert.equals(builds, cache_entries(f.cache))
+      -- an edited header: a new build, with the new value
+      project(f.dir .. "/there", 43)
+      assert.equals(43, load(f.dir .. "/there"))
+      assert.is_true(cache_entries(f.cache) > builds)
+    end)
+
   it("reuses the build of the same source from another file, folder and line", function()
     local builds
     for i, place in ipairs(PLACES) do
