@@ -400,23 +400,40 @@ static void put_program(mw__sb *b, const place *at, int one_unit) {
   }
 }
 
+/* Where each kind below nk is: prog and task index (prog -1: no program holds it). malloc'd. */
+typedef struct kind_at {
+  int prog, task;
+} kind_at;
+
+static kind_at *kinds_at(mw__parsed *const *progs, int nprogs, uint32_t nk) {
+  kind_at *at = malloc(sizeof *at * (nk ? nk : 1u));
+  if (!at) return NULL;
+  for (uint32_t k = 0; k < (nk ? nk : 1u); ++k) at[k].prog = -1;
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      if (progs[i]->tasks[k].kind < nk && at[progs[i]->tasks[k].kind].prog < 0) {
+        at[progs[i]->tasks[k].kind].prog = i;
+        at[progs[i]->tasks[k].kind].task = k;
+      }
+  return at;
+}
+
 /* The link part's kind table of an image linked from parts: pointers to the programs' entries
  * (kinds no program holds, replaced or not yet reused, point at an empty entry). */
-static void put_kind_pointers(mw__sb *b, mw__parsed *const *progs, int nprogs,
+static void put_kind_pointers(mw__sb *b, mw__parsed *const *progs, const kind_at *owner,
                               const mw__gen_opts *opts, uint32_t nk) {
   mw__sb_puts(b, "static __device__ const mw_kind_info mw_no_kind = {MW_RT_VOID, 0u, 0u, 0u, 0u};\n");
   mw__sb_printf(b, "extern __device__ const mw_u32 mw_kind_count = %uu;\n", nk ? nk : 1u);
   mw__sb_puts(b, "extern __device__ const mw_kind_info *const mw_kind_tab[] = {\n");
   for (uint32_t kind = 0; kind < (nk ? nk : 1u); ++kind) {
-    int found = 0;
-    for (int i = 0; i < nprogs && !found; ++i)
-      for (int k = 0; k < progs[i]->ntasks && !found; ++k)
-        if (progs[i]->tasks[k].kind == kind) {
-          place at = place_of(progs[i], i, opts->canon);
-          mw__sb_printf(b, "  &mw_%s_kinds[%d], /* %u %s */\n", at.tag, k, kind, progs[i]->tasks[k].name);
-          found = 1;
-        }
-    if (!found) mw__sb_printf(b, "  &mw_no_kind, /* %u */\n", kind);
+    const kind_at *o = &owner[kind];
+    if (o->prog < 0) {
+      mw__sb_printf(b, "  &mw_no_kind, /* %u */\n", kind);
+      continue;
+    }
+    place at = place_of(progs[o->prog], o->prog, opts->canon);
+    mw__sb_printf(b, "  &mw_%s_kinds[%d], /* %u %s */\n", at.tag, o->task, kind,
+                  progs[o->prog]->tasks[o->task].name);
   }
   mw__sb_puts(b, "};\n");
 }
@@ -441,24 +458,28 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
                     "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
                     at.tag, at.tag, at.tag);
     }
+  kind_at *owner = kinds_at(progs, nprogs, nk);
+  if (!owner) {
+    b->oom = 1;
+    return;
+  }
   if (one_unit) { /* the entries themselves, in constant memory (64 KiB in all: device memory
                   * past 2048 kinds); kinds no program holds are empty */
     mw__sb_printf(b, "%s const mw_kind_info mw_kinds[] = {\n", nk > 2048 ? "__device__" : "__constant__");
     for (uint32_t kind = 0; kind < (nk ? nk : 1u); ++kind) {
-      int found = 0;
-      for (int i = 0; i < nprogs && !found; ++i)
-        for (int k = 0; k < progs[i]->ntasks && !found; ++k)
-          if (progs[i]->tasks[k].kind == kind) {
-            place at = place_of(progs[i], i, opts->canon);
-            put_kind_info(b, &at, &progs[i]->tasks[k]);
-            found = 1;
-          }
-      if (!found) mw__sb_printf(b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u}, /* %u */\n", kind);
+      const kind_at *o = &owner[kind];
+      if (o->prog < 0) {
+        mw__sb_printf(b, "  {MW_RT_VOID, 0u, 0u, 0u, 0u}, /* %u */\n", kind);
+        continue;
+      }
+      place at = place_of(progs[o->prog], o->prog, opts->canon);
+      put_kind_info(b, &at, &progs[o->prog]->tasks[o->task]);
     }
     mw__sb_printf(b, "};\n__device__ const mw_kind_info *mw_kind(mw_u32 kind) {\n"
                      "  return &mw_kinds[kind < %uu ? kind : 0u];\n}\n", nk ? nk : 1u);
   } else
-    put_kind_pointers(b, progs, nprogs, opts, nk);
+    put_kind_pointers(b, progs, owner, opts, nk);
+  free(owner);
   mw__sb_puts(b, "__device__ const char *mw_kind_name(mw_u32 kind) {\n  switch (kind) {\n");
   for (int i = 0; i < nprogs; ++i)
     for (int k = 0; k < progs[i]->ntasks; ++k)
