@@ -71,6 +71,22 @@ static double option_seconds(lua_State *L, const char *key) {
   return v;
 }
 
+/* The option value on the top of the stack as one of words (NULL-terminated; said as `said`);
+ * raises naming it. The string stays valid: the options table holds it. */
+static const char *option_word(lua_State *L, const char *key, const char *const *words,
+                               const char *said) {
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  for (int i = 0; v != NULL && words[i] != NULL; i++)
+    if (strcmp(v, words[i]) == 0) return v;
+  luaL_argerror(L, 1, lua_pushfstring(L, "option '%s' must be %s, got %s", key, said,
+                                      v != NULL ? lua_pushfstring(L, "\"%s\"", v)
+                                                : mwl_typename(L, -1)));
+  return NULL;
+}
+
+static const char *const backends[] = {"auto", "cuda", "sim", NULL};
+static const char *const builds[] = {"parts", "one_unit", NULL};
+
 static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout) {
   memset(d, 0, sizeof *d);
   *spawn_timeout = MWL_SPAWN_TIMEOUT_S;
@@ -100,16 +116,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
                                     lua_tostring(L, -1)));
     }
     switch (which) {
-    case 0: {
-      const char *b = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-      if (b == NULL || (strcmp(b, "auto") != 0 && strcmp(b, "cuda") != 0 && strcmp(b, "sim") != 0))
-        luaL_argerror(L, 1,
-                      lua_pushfstring(L, "option 'backend' must be \"auto\", \"cuda\" or \"sim\", got %s",
-                                      b != NULL ? lua_pushfstring(L, "\"%s\"", b)
-                                                : mwl_typename(L, -1)));
-      d->backend = b; /* stays valid: the options table holds the string */
-      break;
-    }
+    case 0: d->backend = option_word(L, "backend", backends, "\"auto\", \"cuda\" or \"sim\""); break;
     case 1: d->device = (int)option_count(L, "device", 2147483647.0); break;
     case 2: d->capacity = (uint32_t)option_count(L, "capacity", 4294967295.0); break;
     case 3: d->host_futures = (uint32_t)option_count(L, "host_futures", 4294967295.0); break;
@@ -117,16 +124,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
     case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
     case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
     case 7: d->relaunch_timeout = option_seconds(L, "relaunch_timeout"); break;
-    case 8: {
-      const char *b = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-      if (b == NULL || (strcmp(b, "parts") != 0 && strcmp(b, "one_unit") != 0))
-        luaL_argerror(L, 1,
-                      lua_pushfstring(L, "option 'build' must be \"parts\" or \"one_unit\", got %s",
-                                      b != NULL ? lua_pushfstring(L, "\"%s\"", b)
-                                                : mwl_typename(L, -1)));
-      d->build = b; /* stays valid: the options table holds the string */
-      break;
-    }
+    case 8: d->build = option_word(L, "build", builds, "\"parts\" or \"one_unit\""); break;
     }
     lua_pop(L, 1);
   }

@@ -158,6 +158,12 @@ int main(void) {
   mw_runtime *rt2 = NULL;
   EXPECT(mw_runtime_create(&d, &rt2), MW_EINVAL);
   expect_true("a refused runtime is not handed out", rt2 == NULL);
+  d.frame_bytes = 0;
+  d.build = "fast"; /* neither "parts" nor "one_unit" */
+  EXPECT(mw_runtime_create(&d, &rt2), MW_EINVAL);
+  expect_true("a bad build is said", strstr(mw_last_error(), "option 'build'") != NULL);
+  d.build = NULL;
+  EXPECT(mw_program_release(NULL), MW_EINVAL);
   EXPECT(mw_runtime_stats(rt, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(rt, 0, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kinds_stats(rt, 0, 1, NULL), MW_EINVAL);
