@@ -53,12 +53,10 @@ typedef struct mwl_runtime {
   uint64_t held_at_gc; /* `held` after a spawn last forced a collection */
   uint64_t host_futures; /* the runtime's host futures (0: unknown) */
   double spawn_timeout; /* how long a spawn waits for capacity (option spawn_timeout) */
-  mw_program **progs;  /* every program compiled here, for stats; owned by the core */
-  int nprogs, progs_cap;
 } mwl_runtime;
 
 /* A program's Lua objects (the program and its task objects) share one count: when the last
- * is collected the program is let go of (mw_program_release) and leaves r->progs. */
+ * is collected the program is let go of (mw_program_release). */
 typedef struct mwl_progref {
   int refs;
   mwl_runtime *r;
@@ -135,8 +133,6 @@ int mwl_poll_fds(lua_State *L); /* core._poll_fds() */
 /* program.c */
 void mwl_program_init(lua_State *L);
 void mwl_program_push(lua_State *L, int anchor_idx, mwl_runtime *r, mw_program *p);
-/* Drops p from r->progs (it was let go of). */
-void mwl_runtime_forget_program(mwl_runtime *r, mw_program *p);
 mwl_program *mwl_check_program(lua_State *L, int idx);
 mwl_task *mwl_check_task(lua_State *L, int idx);
 

@@ -438,10 +438,7 @@ static int task_tostring(lua_State *L) {
 /* Drops one of the program's Lua references; the last lets the core drop the program. */
 static void progref_drop(mwl_progref *ref) {
   if (ref == NULL || --ref->refs > 0) return;
-  if (ref->r != NULL && ref->r->rt != NULL) {
-    mwl_runtime_forget_program(ref->r, ref->p);
-    mw_program_release(ref->p);
-  }
+  if (ref->r != NULL && ref->r->rt != NULL) mw_program_release(ref->p);
   free(ref);
 }
 

@@ -12,7 +12,6 @@ void mwl_runtime_ref(mwl_runtime *r) { r->refs++; }
 
 void mwl_runtime_unref(mwl_runtime *r) {
   if (--r->refs > 0) return;
-  free(r->progs);
   free(r);
 }
 
@@ -29,13 +28,6 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
   mwl_runtime *r = *to_box(L, idx);
   mwl_runtime_check_open(L, r);
   return r;
-}
-
-void mwl_runtime_forget_program(mwl_runtime *r, mw_program *p) {
-  int j = 0;
-  for (int i = 0; i < r->nprogs; i++)
-    if (r->progs[i] != p) r->progs[j++] = r->progs[i];
-  r->nprogs = j;
 }
 
 /* ---- options ---- */
@@ -180,9 +172,6 @@ static int runtime_close(mwl_runtime *r, double deadline) {
   if (r == NULL || r->rt == NULL) return 0;
   rc = mw_runtime_close(r->rt, deadline);
   r->rt = NULL; /* its programs and buffers went with it */
-  free(r->progs);
-  r->progs = NULL;
-  r->nprogs = r->progs_cap = 0;
   return rc;
 }
 
@@ -326,13 +315,6 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
   mw_program *p = NULL;
   int rc;
   if (strlen(src) != len) return luaL_argerror(L, 2, "source contains a NUL byte");
-  if (r->nprogs == r->progs_cap) { /* made room first: nothing can fail after the compile */
-    int cap = r->progs_cap ? 2 * r->progs_cap : 8;
-    mw_program **grown = (mw_program **)realloc(r->progs, (size_t)cap * sizeof *grown);
-    if (grown == NULL) return mwl_fail(L, MW_ENOMEM, NULL);
-    r->progs = grown;
-    r->progs_cap = cap;
-  }
   memset(&desc, 0, sizeof desc);
   if (optidx) mwl_compile_options(L, optidx, &desc, own); /* holds its strings on the stack */
   int verbose = compile_verbose(L, optidx);
@@ -354,7 +336,6 @@ static int compile(lua_State *L, mwl_runtime *r, const char *src, size_t len, co
   }
   if (rc < 0 && optidx) mwl_option_error(L, optidx, rc, mw_runtime_last_error(r->rt));
   if (rc < 0) return mwl_fail_rt(L, r, rc);
-  r->progs[r->nprogs++] = p;
   lua_getfenv(L, 1);
   mwl_program_push(L, lua_gettop(L), r, p);
   return 1;
@@ -407,7 +388,8 @@ static int l_stats(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   mw_stats s;
   uint64_t(*rows)[4];
-  int rc, i, j, have;
+  int rc, have;
+  uint32_t kind;
   memset(&s, 0, sizeof s);
   rc = mw_runtime_stats(r->rt, &s);
   if (rc < 0) return mwl_fail_rt(L, r, rc);
@@ -440,22 +422,16 @@ static int l_stats(lua_State *L) {
   have = s.kinds && mw_runtime_kinds_stats(r->rt, 0, s.kinds, rows) == 0;
   lua_insert(L, -2); /* under the result */
   lua_newtable(L);
-  for (i = 0; i < r->nprogs && have; i++) {
-    int n = mw_program_task_count(r->progs[i]);
-    for (j = 0; j < n; j++) {
-      mw_task_info info;
-      const char *key;
-      const uint64_t *row;
-      if (mw_program_task(r->progs[i], j, &info) < 0 || info.kind >= s.kinds) continue;
-      row = rows[info.kind];
-      if (mw_runtime_kind_name(r->rt, info.kind, &key) < 0) continue;
-      lua_createtable(L, 0, 4);
-      set_u64(L, "spawned", row[0]);
-      set_u64(L, "completed", row[1]);
-      set_u64(L, "failed", row[2]);
-      set_u64(L, "cancelled", row[3]);
-      lua_setfield(L, -2, key);
-    }
+  for (kind = 0; kind < s.kinds && have; kind++) { /* the kinds of the programs it holds */
+    const char *key;
+    const uint64_t *row = rows[kind];
+    if (mw_runtime_kind_name(r->rt, kind, &key) < 0) continue;
+    lua_createtable(L, 0, 4);
+    set_u64(L, "spawned", row[0]);
+    set_u64(L, "completed", row[1]);
+    set_u64(L, "failed", row[2]);
+    set_u64(L, "cancelled", row[3]);
+    lua_setfield(L, -2, key);
   }
   lua_setfield(L, -2, "tasks");
   return 1;
