@@ -339,30 +339,6 @@ describe("bad compile options #sim", function()
   end)
 end)
 
-describe("a compile cache that cannot be used #sim", function()
-  it("is said once, and the compiles go on without it", function()
-    local dir = temp_dir()
-    local file = dir .. "/plain-file"
-    write(file, "x")
-    local script = [[
-      local mw = require "moonwarp"
-      local rt = assert(mw.runtime { backend = "sim", workers = 2 })
-      local a = assert(rt:compile("task int one() { return 1; }\n", "one.lua"))
-      local b = assert(rt:compile("task int two() { return 2; }\n", "two.lua"))
-      io.write("results ", a.one():await(30), " ", b.two():await(30), "\n")
-      rt:close()
-    ]]
-    local status, out = support.run("LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) ..
-      " MOONWARP_CACHE_DIR=" .. q(file .. "/cache") .. " luajit -e " .. q(script))
-    rm_dir(dir)
-    assert.equals(0, status, out)
-    assert.truthy(out:find("results 1 2", 1, true), out)
-    local _, said = out:gsub("moonwarp: the compile cache ", "")
-    assert.equals(1, said, out)
-    assert.truthy(out:find(file .. "/cache folder cannot be made or written (Not a directory)", 1, true), out)
-  end)
-end)
-
 describe("a verbose compile #sim", function()
   local paths = "LUA_PATH=" .. q(package.path) .. " LUA_CPATH=" .. q(package.cpath) .. " "
   local cache

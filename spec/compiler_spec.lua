@@ -165,7 +165,7 @@ describe("the compile cache #sim", function()
     assert.equals(0, #entries())
   end)
 
-  it("degrades to no cache when its directory cannot be made", function()
+  it("degrades to no cache when its directory cannot be made, and says so once", function()
     local file = dir .. "/a-file"
     io.open(file, "w"):close()
     local status, out = support.run(paths .. "MOONWARP_CACHE_DIR="
@@ -174,11 +174,15 @@ describe("the compile cache #sim", function()
         local mw = require "moonwarp"
         local rt = assert(mw.runtime { backend = "sim" })
         local p = assert(rt:compile("task int one(int x) { return 1; }", "c.cu"))
-        io.write(p.one(0):await())
+        local q = assert(rt:compile("task int two(int x) { return 2; }", "d.cu"))
+        io.write("results ", p.one(0):await(), " ", q.two(0):await())
         rt:close()
       ]]))
     assert.equals(0, status, out)
-    assert.equals("1", out)
+    assert.truthy(out:find("results 1 2", 1, true), out)
+    local _, said = out:gsub("moonwarp: the compile cache ", "")
+    assert.equals(1, said, out)
+    assert.truthy(out:find(file .. "/sub folder cannot be made or written (Not a directory)", 1, true), out)
   end)
 
   it("writes the generated source where MOONWARP_DUMP_DIR says", function()
