@@ -525,6 +525,7 @@ MW_API int mw_runtime_faulted(const mw_runtime *rt) {
 
 static void hslot_settle(mw_runtime *rt, uint32_t s);
 static void watch_signal(struct mw__watch *w);
+static void watch_break(struct mw__watch *w);
 static void watch_stop(mw_runtime *rt);
 
 /* Fails every host future still pending with code/message. */
@@ -566,7 +567,7 @@ static void mark_fault(mw_runtime *rt, int code, const char *what) {
   if (rt->faulted) return;
   rt->faulted = code;
   rt->running = 0;
-  if (rt->watch) watch_signal(rt->watch); /* an event loop polls and finds every await failed */
+  if (rt->watch) watch_break(rt->watch); /* an event loop polls and finds every await failed */
   char msg[sizeof rt->err + 64];
   snprintf(msg, sizeof msg, "%s: %s", what, rt->err);
   fail_pending(rt, MW_EFAULT, msg);
@@ -1690,6 +1691,7 @@ typedef struct mw__watch {
   int stop;            /* under lock */
   _Atomic int armed;   /* the fd was written and not drained yet */
   _Atomic int deep;    /* the watcher naps long: wake it on news */
+  _Atomic int broken;  /* the runtime faulted: the fd stays readable, nothing drains it */
 } mw__watch;
 
 static void watch_wake(mw__watch *w) {
@@ -1706,7 +1708,8 @@ static void watch_spawned(mw_runtime *rt) {
 
 static void watch_drain(mw_runtime *rt) {
   mw__watch *w = rt->watch;
-  if (!atomic_load_explicit(&w->armed, memory_order_acquire)) return;
+  /* a broken runtime's fd stays readable: every look of a poller finds the news */
+  if (atomic_load(&w->broken) || !atomic_load_explicit(&w->armed, memory_order_acquire)) return;
   uint64_t count;
   if (read(w->fd, &count, sizeof count) < 0 && errno != EAGAIN) return;
   atomic_store(&w->armed, 0);
@@ -1719,6 +1722,12 @@ static void watch_signal(mw__watch *w) {
   uint64_t one = 1;
   atomic_store(&w->armed, 1);
   if (write(w->fd, &one, sizeof one) < 0 && errno != EAGAIN) atomic_store(&w->armed, 0);
+}
+
+/* Makes the fd readable for good: the runtime is broken (either thread). */
+static void watch_break(mw__watch *w) {
+  atomic_store(&w->broken, 1);
+  watch_signal(w);
 }
 
 static void *watch_main(void *arg) {
@@ -1743,10 +1752,11 @@ static void *watch_main(void *arg) {
          * is never left readable with armed down; the next look, a short nap away, signals
          * what still waits. */
         uint64_t count;
-        if (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN) {
+        if (!atomic_load(&w->broken) && (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN)) {
           atomic_store(&w->armed, 0);
           armed = 0;
         }
+        if (atomic_load(&w->broken)) watch_signal(w); /* broken meanwhile: readable again */
       }
       next = nap = WATCH_NAP_MIN_NS;
     } else if (!waiting && head == spawned) {
@@ -1822,7 +1832,7 @@ MW_API int mw_runtime_fd(mw_runtime *rt, int *fd) {
   pthread_mutex_init(&w->lock, NULL);
   atomic_store(&rt->comp_head_pub, rt->comp_head);
   atomic_store(&rt->spawned_pub, rt->host_spawned);
-  if (rt->faulted) watch_signal(w); /* a broken runtime has news for its poller at once */
+  if (rt->faulted) watch_break(w); /* a broken runtime has news for its poller at once */
   /* the watcher takes no signal: they are for the threads that wait (Ctrl-C) */
   sigset_t all, old;
   sigfillset(&all);
