@@ -81,6 +81,16 @@ describe("mw.runtime options", function()
     end)
   end
 
+  it("refuses a MOONWARP_BUILD that names no build, saying so", function()
+    local old = os.getenv("MOONWARP_BUILD")
+    support.setenv("MOONWARP_BUILD", "fast")
+    local ok, rt = pcall(mw.runtime, { backend = "sim" })
+    support.setenv("MOONWARP_BUILD", old)
+    if ok and rt then rt:close() end
+    assert.is_false(ok)
+    assert.truthy(rt:find('MOONWARP_BUILD must be "parts" or "one_unit", got "fast"', 1, true), rt)
+  end)
+
   it("accepts no argument at all (all defaults)", function()
     local rt, err = mw.runtime()
     assert.is_truthy(rt or err)

@@ -428,6 +428,14 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   }
   int rc = check_desc(&d);
   if (rc) return rc;
+  /* $MOONWARP_BUILD overrides mw_runtime_desc.build (to compare the two in one run) */
+  const char *build = getenv("MOONWARP_BUILD");
+  if (build && !*build) build = NULL;
+  if (build && strcmp(build, "parts") && strcmp(build, "one_unit")) {
+    mw__set_error("MOONWARP_BUILD must be \"parts\" or \"one_unit\", got \"%.40s\"", build);
+    return MW_EINVAL;
+  }
+  if (!build) build = d.build;
   mw_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
@@ -480,9 +488,6 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
-  /* mw_runtime_desc.build, $MOONWARP_BUILD first (to compare the two in one run) */
-  const char *build = getenv("MOONWARP_BUILD");
-  if (!build || (strcmp(build, "parts") && strcmp(build, "one_unit"))) build = d.build;
   rt->one_unit = build ? !strcmp(build, "one_unit") : !ops->host_code;
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
