@@ -77,7 +77,7 @@ static const char *option_word(lua_State *L, const char *key, const char *const 
 }
 
 static const char *const backends[] = {"auto", "cuda", "sim", NULL};
-static const char *const builds[] = {"parts", "one_unit", NULL};
+static const char *const builds[] = {"parts", "one_unit", "tiered", NULL};
 
 static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout) {
   memset(d, 0, sizeof *d);
@@ -116,7 +116,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
     case 5: d->frame_bytes = (uint32_t)option_count(L, "frame_bytes", 4294967295.0); break;
     case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
     case 7: d->relaunch_timeout = option_seconds(L, "relaunch_timeout"); break;
-    case 8: d->build = option_word(L, "build", builds, "\"parts\" or \"one_unit\""); break;
+    case 8: d->build = option_word(L, "build", builds, "\"parts\", \"one_unit\" or \"tiered\""); break;
     }
     lua_pop(L, 1);
   }
@@ -415,6 +415,7 @@ static int l_stats(lua_State *L) {
   set_u64(L, "queued_inbox", s.queued_inbox);
   set_u64(L, "queued_global", s.queued_global);
   set_u64(L, "queued_local", s.queued_local);
+  set_u64(L, "tier_swaps", s.tier_swaps);
   lua_pushnumber(L, s.heartbeat_age_s);
   lua_setfield(L, -2, "heartbeat_age_s");
   /* every kind's counters from one read */

@@ -60,8 +60,8 @@ describe("mw.runtime options", function()
     { { host_futures = true }, "'host_futures'" },
     { { workers = 1 / 0 }, "'workers'" },
     { { frame_bytes = {} }, "'frame_bytes'" },
-    { { build = "fast" }, "option 'build' must be \"parts\" or \"one_unit\", got \"fast\"" },
-    { { build = 1 }, "option 'build' must be \"parts\" or \"one_unit\", got number" },
+    { { build = "fast" }, "option 'build' must be \"parts\", \"one_unit\" or \"tiered\", got \"fast\"" },
+    { { build = 1 }, "option 'build' must be \"parts\", \"one_unit\" or \"tiered\", got number" },
     { { capacty = 10 }, "unknown option 'capacty'" },
     { { [1] = "sim" }, "unknown option '1'" },
     -- limits the core or the device sets: refused, never clamped

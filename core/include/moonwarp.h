@@ -117,8 +117,9 @@ typedef struct mw_runtime_desc {
    * links it with the executor's part (compiled once) and the programs loaded before, so one
    * more program costs what it alone costs; "one_unit" compiles the executor and every loaded
    * program in one unit, so each load costs more as programs add up, and the GPU executor runs
-   * faster (its calls need no calling convention: README, compiles). NULL: "one_unit" on cuda,
-   * "parts" on sim. $MOONWARP_BUILD overrides it. */
+   * faster (its calls need no calling convention: README, compiles); "tiered" loads as "parts"
+   * does, then builds the one-unit image in a thread and swaps it in when it is ready. NULL:
+   * "one_unit" on cuda, "parts" on sim. $MOONWARP_BUILD overrides it. */
   const char *build;
 } mw_runtime_desc;
 
@@ -144,6 +145,7 @@ typedef struct mw_stats {
   uint64_t queued_inbox;  /* host spawns the device has not taken yet */
   uint64_t queued_global; /* tasks in the global run queue */
   uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */
+  uint64_t tier_swaps;    /* build "tiered": one-unit images swapped in behind parts loads */
 } mw_stats;
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);

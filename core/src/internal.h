@@ -163,6 +163,11 @@ struct mw_runtime {
   mw__parsed *run_progs[MW_MAX_KINDS];
   int run_nprogs;
   int one_unit;  /* every load compiles all programs in one unit (mw_runtime_desc.build) */
+  int tiered;    /* build "tiered": a parts load, then the one-unit image built behind it */
+  struct mw__tier_job *tier; /* that build while it runs or waits to be swapped in */
+  uint64_t tier_gen;         /* loads so far: a build for an older set of programs is dropped */
+  double tier_retry;         /* when to try a swap again after a stop that timed out */
+  uint64_t tier_swapped;     /* one-unit images swapped in (mw_stats.tier_swaps) */
   mw__image exec_obj; /* the executor's part of the images (compiled once) */
   int exec_debug;     /* exec_obj was built for a debugger */
   uint32_t nkinds;

@@ -399,8 +399,10 @@ static int check_desc(const mw_runtime_desc *d) {
                   d->capacity > MAX_CAPACITY ? d->capacity : d->host_futures);
     return MW_EINVAL;
   }
-  if (d->build && strcmp(d->build, "parts") && strcmp(d->build, "one_unit")) {
-    mw__set_error("option 'build' must be \"parts\" or \"one_unit\", got \"%.40s\"", d->build);
+  if (d->build && strcmp(d->build, "parts") && strcmp(d->build, "one_unit") &&
+      strcmp(d->build, "tiered")) {
+    mw__set_error("option 'build' must be \"parts\", \"one_unit\" or \"tiered\", got \"%.40s\"",
+                  d->build);
     return MW_EINVAL;
   }
   if (!(d->relaunch_timeout >= 0 && d->relaunch_timeout <= 1e9)) {
@@ -431,8 +433,9 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   /* $MOONWARP_BUILD overrides mw_runtime_desc.build (to compare the two in one run) */
   const char *build = getenv("MOONWARP_BUILD");
   if (build && !*build) build = NULL;
-  if (build && strcmp(build, "parts") && strcmp(build, "one_unit")) {
-    mw__set_error("MOONWARP_BUILD must be \"parts\" or \"one_unit\", got \"%.40s\"", build);
+  if (build && strcmp(build, "parts") && strcmp(build, "one_unit") && strcmp(build, "tiered")) {
+    mw__set_error("MOONWARP_BUILD must be \"parts\", \"one_unit\" or \"tiered\", got \"%.40s\"",
+                  build);
     return MW_EINVAL;
   }
   if (!build) build = d.build;
@@ -489,6 +492,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
   rt->one_unit = build ? !strcmp(build, "one_unit") : !ops->host_code;
+  rt->tiered = build && !strcmp(build, "tiered");
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
   rt->hs = calloc(rt->host_slots, sizeof *rt->hs);
@@ -591,6 +595,9 @@ static void set_stop(mw_runtime *rt, uint32_t v) {
   if (!rt->faulted) rt->ops->h2d(rt->be, rt->state_dev + offsetof(mw_state, stop), &v, 4);
 }
 
+static void tier_abandon(mw_runtime *rt);
+static void tier_start(mw_runtime *rt);
+
 /* Asks the executor to stop and waits up to deadline seconds. 0 when it stopped. */
 static int stop_executor(mw_runtime *rt, double deadline) {
   if (!rt->running && !rt->faulted) return 0;
@@ -648,6 +655,7 @@ static void program_free(mw_program *p) {
 
 MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   MW_NOT_NULL(rt, "mw_runtime_close");
+  tier_abandon(rt);
   watch_stop(rt); /* before the ring it reads goes */
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
@@ -1056,6 +1064,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
     if (progs[i]->released) stale[nstale++] = progs[i];
     else keep[nkeep++] = progs[i];
   }
+  tier_abandon(rt); /* built for the programs before this one */
   if (!(rc = compile_program(rt, p))) {
     rc = replace_executor(rt, keep, nkeep, nkinds, stale, nstale);
     if (rc == STALE_BUSY) {
@@ -1076,6 +1085,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   drop_programs(rt, stale, nstale); /* first: a name they held is free again */
   free(stale);
   name_kinds(rt, p);
+  if (rt->tiered) tier_start(rt);
   *out = p;
   return 0;
 fail_reported: /* rt->err says why */
@@ -1267,10 +1277,123 @@ MW_API int mw_runtime_poll(mw_runtime *rt) {
   return n;
 }
 
+/* ---- the one-unit build behind a parts load (build = "tiered") ------------------------------
+ * A load links the new program's part as "parts" does, so it costs what that program costs;
+ * then a thread compiles every loaded program with the executor in one unit (the image whose
+ * executor runs faster on cuda: README, compiles), and once it is ready the next look at the
+ * executor's health swaps it in: the executor stops, the image is loaded and launched, and the
+ * tasks in flight carry on, as across a load (the two images have the same kinds and frames).
+ * The thread owns its job; the runtime only reads `done`, and a job it no longer wants (a newer
+ * load, the close) is marked abandoned and freed by whichever side sees it last. */
+typedef struct mw__tier_job {
+  pthread_mutex_t mu;
+  int done, abandoned, rc;
+  uint64_t gen;
+  char *source;
+  char **dirs;
+  int ndirs;
+  mw__build_opts bo;
+  mw__image_req req;
+  mw__image img;
+  char err[512];
+} mw__tier_job;
+
+static void tier_job_free(mw__tier_job *j) {
+  mw__image_free(&j->img);
+  free(j->source);
+  mw__free_strings(j->dirs, j->ndirs);
+  pthread_mutex_destroy(&j->mu);
+  free(j);
+}
+
+static void *tier_thread(void *arg) {
+  mw__tier_job *j = arg;
+  int rc = mw__image_compile(&j->req, &j->img, j->err, sizeof j->err, NULL);
+  pthread_mutex_lock(&j->mu);
+  j->rc = rc;
+  __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+  int abandoned = j->abandoned;
+  pthread_mutex_unlock(&j->mu);
+  if (abandoned) tier_job_free(j);
+  return NULL;
+}
+
+/* Lets go of the build in progress, if any. */
+static void tier_abandon(mw_runtime *rt) {
+  mw__tier_job *j = rt->tier;
+  if (!j) return;
+  rt->tier = NULL;
+  pthread_mutex_lock(&j->mu);
+  int done = j->done;
+  j->abandoned = 1;
+  pthread_mutex_unlock(&j->mu);
+  if (done) tier_job_free(j);
+}
+
+/* Starts the one-unit build of the programs the executor runs now (after a load). A build that
+ * cannot start only leaves the parts image running. */
+static void tier_start(mw_runtime *rt) {
+  tier_abandon(rt);
+  rt->tier_gen++;
+  mw__tier_job *j = calloc(1, sizeof *j);
+  if (!j) return;
+  pthread_mutex_init(&j->mu, NULL);
+  j->gen = rt->tier_gen;
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  j->source = mw__generate(rt->run_progs, rt->run_nprogs, &go);
+  const char **dirs = NULL;
+  int rc = j->source ? build_options(rt->progs, rt->nprogs, j->source, &j->bo, &dirs) : MW_ENOMEM;
+  if (!rc && j->bo.ninclude_dirs) { /* the thread's own copies: programs may go meanwhile */
+    j->dirs = calloc((size_t)j->bo.ninclude_dirs, sizeof *j->dirs);
+    for (int i = 0; j->dirs && i < j->bo.ninclude_dirs; ++i)
+      if ((j->dirs[j->ndirs] = mw__strdup(dirs[i]))) j->ndirs++;
+    if (!j->dirs || j->ndirs != j->bo.ninclude_dirs) rc = MW_ENOMEM;
+  }
+  free(dirs);
+  j->bo.include_dirs = (const char *const *)j->dirs;
+  mw__image_req req = {.source = j->source, .bo = &j->bo, .host_code = rt->ops->host_code,
+                       .arch = rt->arch};
+  j->req = req;
+  pthread_t t;
+  pthread_attr_t attr;
+  if (rc || pthread_attr_init(&attr)) {
+    tier_job_free(j);
+    return;
+  }
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, tier_thread, j)) tier_job_free(j);
+  else rt->tier = j;
+  pthread_attr_destroy(&attr);
+}
+
+/* Swaps the one-unit image in once it is ready (called with the executor's health looks). A
+ * stop that times out (a task that runs on) is tried again a second later; an image that does
+ * not load or start leaves the parts image running. */
+static void tier_try(mw_runtime *rt) {
+  mw__tier_job *j = rt->tier;
+  if (!j || !__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) || mw__now() < rt->tier_retry) return;
+  if (j->rc || j->gen != rt->tier_gen || !rt->running) {
+    tier_abandon(rt);
+    return;
+  }
+  char keep[sizeof rt->err];
+  snprintf(keep, sizeof keep, "%s", rt->err); /* what the script may still read */
+  if (stop_executor(rt, rt->relaunch_timeout)) {
+    rt->tier_retry = mw__now() + 1.0;
+    snprintf(rt->err, sizeof rt->err, "%s", keep);
+    return;
+  }
+  if (rt->ops->load(rt->be, j->img.data, j->img.size) == 0) rt->tier_swapped++;
+  tier_abandon(rt);
+  restart_executor(rt);
+  snprintf(rt->err, sizeof rt->err, "%s", keep);
+}
+
 /* Checks the executor's health; marks the runtime faulted when the backend reports a fault. */
 static int check_alive(mw_runtime *rt) {
   if (rt->faulted) return rt->faulted;
   if (!rt->running) return 0;
+  if (rt->tier) tier_try(rt);
   /* a stream query costs microseconds: ask at most every 200 us */
   double now = mw__now();
   if (now - rt->last_check < 200e-6) return 0;
@@ -2017,6 +2140,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   }
   out->heartbeat_age_s = now - (rt->heartbeat_seen ? rt->heartbeat_seen : rt->t_start);
   out->launches = rt->launches;
+  out->tier_swaps = rt->tier_swapped;
   out->frames = rt->nframes;
   out->host_futures = rt->host_slots;
   out->host_futures_held = rt->host_slots - rt->nhfree;
