@@ -1,6 +1,7 @@
 /* runtime.c - the host side of a runtime: lifecycle, device state, programs, spawning through the
  * inbox ring, completions, host futures, buffers and statistics. Backend-neutral. */
 #include <errno.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1330,9 +1331,18 @@ static void tier_abandon(mw_runtime *rt) {
   if (done) tier_job_free(j);
 }
 
+/* Keeps this library loaded for good: a build thread may still run when the script's state
+ * closes and unloads its modules (the thread is not waited for; it frees its own job). */
+static void pin_library(void) {
+  Dl_info info;
+  if (dladdr((void *)tier_thread, &info) && info.dli_fname) dlopen(info.dli_fname, RTLD_LAZY | RTLD_NODELETE);
+}
+
 /* Starts the one-unit build of the programs the executor runs now (after a load). A build that
  * cannot start only leaves the parts image running. */
 static void tier_start(mw_runtime *rt) {
+  static pthread_once_t pinned = PTHREAD_ONCE_INIT;
+  pthread_once(&pinned, pin_library);
   tier_abandon(rt);
   rt->tier_gen++;
   mw__tier_job *j = calloc(1, sizeof *j);
