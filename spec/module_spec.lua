@@ -88,7 +88,7 @@ describe("mw.runtime options", function()
     support.setenv("MOONWARP_BUILD", old)
     if ok and rt then rt:close() end
     assert.is_false(ok)
-    assert.truthy(rt:find('MOONWARP_BUILD must be "parts" or "one_unit", got "fast"', 1, true), rt)
+    assert.truthy(rt:find('MOONWARP_BUILD must be "parts", "one_unit" or "tiered", got "fast"', 1, true), rt)
   end)
 
   it("accepts no argument at all (all defaults)", function()
