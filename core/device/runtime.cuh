@@ -2819,6 +2819,14 @@ __device__ __noinline__ mw_u32 mw_next(mw_ctx *c, mw_rec **rec) {
   return mw_bcast(f);
 }
 
+/* Whether this warp has a READY record of its own (MW_BULK_ONLY_FROM). Collective. */
+__device__ __forceinline__ bool mw_own_ready(mw_ctx *c) {
+  mw_u32 r = 0;
+  if (c->lane == 0)
+    for (mw_u32 i = 0; i < MW_RECS; ++i) r |= MW_REC_ST(mw_ld32(&MW_WS(c)->rec[i].state)) == MW_REC_READY;
+  return mw_bcast(r) != 0;
+}
+
 /* Hands everything this warp holds to device memory before it leaves, so that a relaunch
  * with a different number of workers loses nothing: its records become frames in the global
  * queue, its caches go back to the free lists, its counters to its rows. Lane 0. */
@@ -2993,6 +3001,14 @@ __device__ void mw_executor(mw_state *st) {
 #endif
   mw_u32 nap = 32, tasks = 0, idle = 0;
   bool poller = c.wid < MW_POLLERS;
+#ifdef MW_BULK_ONLY_FROM
+  /* MW_BULK_ONLY_FROM=N, a measuring variant (bench/NOTES.md, bulk-only warps): workers N and up
+   * take bulk tasks from the board and run their own records, and nothing else: no inbox, no
+   * global queue, no stealing, not counted in hungry */
+  const bool general = c.wid < (mw_u32)(MW_BULK_ONLY_FROM);
+#else
+  const bool general = true;
+#endif
   mw_u64 hot = 0; /* a poller: when it last took a spawn from the idle loop */
   for (;;) {
     mw_u32 stop = 0;
@@ -3018,8 +3034,8 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 f = MW_NONE;
     /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
     if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
-    if (f == MW_NONE) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && (poller || (idle & 1023) == 1023)) {
+    if (f == MW_NONE && (general || mw_own_ready(&c))) f = mw_next(&c, &rec);
+    if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
       if (f != MW_NONE && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
     }
@@ -3028,7 +3044,7 @@ __device__ void mw_executor(mw_state *st) {
       ++idle;
       if (c.lane == 0) {
         c.gw->idle_loops++;
-        if (!c.idle) { /* now idle: counted as hungry */
+        if (!c.idle && general) { /* now idle: counted as hungry */
           c.idle = 1;
           atomicAdd(&st->hungry, 1u);
         }
