@@ -55,6 +55,23 @@ static char *user_terms(const mw__image_req *req, char *log, const char *gen_pat
 /* A compile that takes longer than this is stopped (a hung compiler must not hang the runtime). */
 #define HOST_COMPILE_TIMEOUT_S 600.0
 
+/* MOONWARP_DEVICE_DEFINE=NAME or NAME=VALUE: one more -D for the executor's compiles (both
+ * backends), to measure or debug a variant beside the default (bench/NOTES.md). "-D..." into
+ * out (empty when unset); MW_EINVAL with the message in err for a bad value. */
+static int device_define(char *out, size_t cap, char *err, size_t errlen) {
+  const char *define = getenv("MOONWARP_DEVICE_DEFINE");
+  out[0] = 0;
+  if (!define || !*define) return 0;
+  if (strlen(define) + 3 > cap || strpbrk(define, " \t\n")) {
+    snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
+                          "characters, without blanks (got \"%.40s\")", cap - 3, define);
+    return MW_EINVAL;
+  }
+  snprintf(out, cap, "-D%s", define);
+  return 0;
+}
+#define DEVICE_DEFINE_BYTES 96
+
 static const char *host_cxx(void) {
   const char *c = getenv("MOONWARP_CXX");
   return c && *c ? c : MW_SIM_CXX;
@@ -110,7 +127,7 @@ static int run_argv(char **argv, const char *log_path) {
 /* Runs the compiler on cpp: a shared object so, or with object set an object file so (-c) to
  * link with others (host_link). Returns as run_argv. */
 static int run_compiler(const char *cpp, const char *so, const char *log_path,
-                        const mw__build_opts *bo, int object) {
+                        const mw__build_opts *bo, int object, const char *define) {
   char cxxbuf[1024], flagbuf[512], optbuf[64], incbuf[1024];
   int ndirs = bo ? bo->ninclude_dirs : 0;
   char **argv = malloc(sizeof *argv * (size_t)(96 + 2 * ndirs));
@@ -128,6 +145,7 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
     argv[n++] = (char *)bo->include_dirs[i];
   }
   n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
+  if (*define) argv[n++] = (char *)define;
   if (object) argv[n++] = (char *)"-c";
   argv[n++] = (char *)"-o";
   argv[n++] = (char *)so;
@@ -142,18 +160,18 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
 /* The host compiler's cache key: the source, the compiler, its flags and the headers reached
  * (mw__build_opts.deps: their names as included and their contents; not the folders they were
  * found in, so that a project moved elsewhere keeps its builds). */
-static void host_key(const mw__image_req *req, char key[65]) {
+static void host_key(const mw__image_req *req, const char *define, char key[65]) {
   const mw__build_opts *bo = req->bo;
   const void *parts[] = {req->object ? "sim-object-2" : "sim-3", req->source, host_cxx(), HOST_FLAGS,
                          bo && bo->debug ? HOST_DEBUG_FLAGS : HOST_OPT_FLAGS,
-                         bo ? bo->deps : ""};
-  mw__cache_key(parts, NULL, 6, key);
+                         bo ? bo->deps : "", define};
+  mw__cache_key(parts, NULL, 7, key);
 }
 
 /* Compiles req->source with the host compiler in a temporary folder: the shared object's bytes
  * in *data, *size. */
-static int host_compile(const mw__image_req *req, void **data, size_t *size, char *err,
-                        size_t errlen, char **log_out) {
+static int host_compile(const mw__image_req *req, const char *define, void **data, size_t *size,
+                        char *err, size_t errlen, char **log_out) {
   char dir[] = "/tmp/moonwarp-sim-XXXXXX";
   if (!mkdtemp(dir)) {
     snprintf(err, errlen, "cannot create a temporary directory for the sim build");
@@ -168,7 +186,7 @@ static int host_compile(const mw__image_req *req, void **data, size_t *size, cha
     rc = MW_EIO;
     snprintf(err, errlen, "cannot write %s", cpp);
   } else {
-    int st = run_compiler(cpp, so, logp, req->bo, req->object);
+    int st = run_compiler(cpp, so, logp, req->bo, req->object, define);
     char *log = NULL;
     mw__read_file(logp, &log, NULL);
     log = user_terms(req, log, cpp, st != 0 && st != -2);
@@ -206,18 +224,10 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
    * MOONWARP_DEVICE_DEFINE=NAME: one more -DNAME, for measuring a variant of the executor beside
    * the default in one run (bench/NOTES.md). */
   const char *probes = env ? getenv("MOONWARP_PROBES") : NULL;
-  const char *define = env ? getenv("MOONWARP_DEVICE_DEFINE") : NULL;
-  char extra[96] = "";
+  char extra[DEVICE_DEFINE_BYTES] = "";
   *opts = NULL;
   *nopts = 0;
-  if (define && *define) {
-    if (strlen(define) >= sizeof extra - 3 || strpbrk(define, " \t\n")) {
-      snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
-                            "characters, without blanks (got \"%.40s\")", sizeof extra - 3, define);
-      return MW_EINVAL;
-    }
-    snprintf(extra, sizeof extra, "-D%s", define);
-  }
+  if (env && device_define(extra, sizeof extra, err, errlen)) return MW_EINVAL;
   int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
   size_t bytes = 5 * sizeof(char *) + sizeof extra;
   for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
@@ -309,10 +319,13 @@ int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_
   if (!req->offline) dump_source(req->source, req->host_code ? "cpp" : "cu");
   const char **opts = NULL;
   int nopts = 0, rc = 0;
+  char define[DEVICE_DEFINE_BYTES] = "";
   if (!req->host_code && (rc = nvrtc_options(req->bo, !req->offline, req->object, &opts, &nopts, err, errlen)))
     return rc;
+  if (req->host_code && !req->offline && (rc = device_define(define, sizeof define, err, errlen)))
+    return rc;
   if (!req->offline) {
-    if (req->host_code) host_key(req, out->key);
+    if (req->host_code) host_key(req, define, out->key);
     else if ((rc = nvrtc_key(req, opts, nopts, out->key))) snprintf(err, errlen, "out of memory");
     if (!rc && mw__cache_get(out->key, out->ext, &out->data, &out->size) == 0) {
       out->cached = 1;
@@ -321,7 +334,7 @@ int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_
     }
   }
   if (!rc)
-    rc = req->host_code ? host_compile(req, &out->data, &out->size, err, errlen, log)
+    rc = req->host_code ? host_compile(req, define, &out->data, &out->size, err, errlen, log)
                         : nvrtc_compile(req, opts, nopts, &out->data, &out->size, err, errlen, log);
   free(opts);
   if (!rc && !req->offline) mw__cache_put(out->key, out->ext, out->data, out->size);
