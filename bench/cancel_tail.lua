@@ -2,12 +2,12 @@
 -- 1000 tasks, cancel the root, then the time until every spawned task has ended (the counters
 -- balance), and what is still queued meanwhile. A round that takes seconds is the known bug
 -- (a part of the tree does not see the cancellation and runs on; spec/cancel_spec.lua).
---   luajit bench/cancel_tail.lua [backend] [rounds]
+--   luajit bench/cancel_tail.lua [backend] [rounds] [workers]
 local mw = require "moonwarp"
 local FIB = require("spec.support").FIB
 
-local backend, rounds = arg[1] or "sim", tonumber(arg[2] or 20)
-local rt = assert(mw.runtime { backend = backend })
+local backend, rounds, workers = arg[1] or "sim", tonumber(arg[2] or 20), tonumber(arg[3])
+local rt = assert(mw.runtime { backend = backend, workers = workers })
 local fib = assert(rt:compile(FIB, "fib.cu"))
 local function unfinished(s) return s.spawned - s.completed - s.failed - s.cancelled end
 local slow = 0

@@ -761,6 +761,7 @@ __device__ int mw_kid_of_slot(mw_ctx *c, mw_u32 s) {
   return -1;
 }
 
+
 /* ---- cancellation (protocol.h, Cancellation) ------------------------------------------------ */
 /* Whether the task of future fut was asked to cancel. Lane 0. */
 __device__ bool mw_cancel_asked(mw_ctx *c, mw_u64 fut) {
@@ -770,10 +771,14 @@ __device__ bool mw_cancel_asked(mw_ctx *c, mw_u64 fut) {
   return (mw_u32)(ctl >> 32) == MW_FUT_GEN(fut) && w != MW_CTL_CLOSED && (w & MW_CTL_CANCEL);
 }
 
-/* Asks the task of future fut to stop. Lane 0. Returns 1 when the request was delivered (the
- * future was pending, or already asked), 0 when it was complete or names no live future. */
-__device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
+/* Asks the task of future fut to stop (steps 1-3 of protocol.h, Cancellation). Lane 0.
+ * Returns 1 when the request was delivered (the future was pending, or already asked), 0 when
+ * it was complete or names no live future. *woke is the task's frame when this canceller took
+ * over its wake-up (it was suspended): the caller asks its children and then makes it
+ * runnable (mw_cancel_down); MW_NONE otherwise. */
+__device__ int mw_cancel_req(mw_ctx *c, mw_u64 fut, mw_u32 *woke) {
   mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
+  *woke = MW_NONE;
   if (!mw_is_future(fut) || s >= c->nslots) return 0;
   mw_slot *sl = &c->slots[s];
   for (;;) {
@@ -799,27 +804,67 @@ __device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
     mw_u32 b = (mw_u32)j;
     if ((j >> 32) != (fr >> 32) || (b & MW_JOIN_WOKEN)) return 1; /* another task's frame now */
     if (mw_cas64(&fh->join, j, j | MW_JOIN_WOKEN) != j) continue;
-    if (!(b & MW_JOIN_HOLD) && (b & MW_JOIN_COUNT)) { /* suspended: wake it, to stop */
+    if (!(b & MW_JOIN_HOLD) && (b & MW_JOIN_COUNT)) { /* suspended: it is ours to wake, to stop */
       MW_FENCE();
-      mw_make_runnable(c, f);
+      *woke = f;
     }
     return 1;
   }
 }
 
-/* Cancels child slot s that the running level owns (its reference keeps the slot's
- * generation): the generation is the slot's, or the next one while the child has not
- * started. Lane 0. */
-__device__ void mw_cancel_owned(mw_ctx *c, mw_u32 s) {
-  mw_slot *sl = &c->slots[s];
-  mw_u64 ctl = mw_ld64(&sl->ctl);
+/* The future of child slot s that a task owns (its reference keeps the slot's generation): the
+ * slot's generation, or the next one while the child has not started. Lane 0. */
+__device__ mw_u64 mw_owned_handle(mw_ctx *c, mw_u32 s) {
+  mw_u64 ctl = mw_ld64(&c->slots[s].ctl);
   mw_u32 g = (mw_u32)(ctl >> 32);
   if ((mw_u32)ctl == MW_CTL_CLOSED) {
     MW_FENCE(); /* the status of a completed child is written before its CLOSED */
-    if (mw_ld32(&sl->status) != MW_ST_PENDING) return; /* complete */
-    g += 1;                                          /* not started yet */
+    if (mw_ld32(&c->slots[s].status) != MW_ST_PENDING) return 0; /* complete */
+    g += 1;                                                    /* not started yet */
   }
-  mw_cancel_fut(c, MW_FUT_MAKE(s, g));
+  return MW_FUT_MAKE(s, g);
+}
+
+#ifndef MW_CANCEL_DOWN
+#define MW_CANCEL_DOWN 32u /* suspended frames a canceller walks down through before waking them */
+#endif
+/* The canceller took over the wake-up of suspended frame f: before its task runs again (when a
+ * warp is free for it, which can take long while the warps run other tasks), its children are
+ * asked to cancel, and the children of those that were suspended in turn, down the tree; each
+ * frame is made runnable once its children were asked (it stops when it runs: its join says
+ * WOKEN). So a cancelled tree stops at once wherever its tasks wait. Past MW_CANCEL_DOWN frames
+ * in hand, a frame is made runnable at once and asks its own children when it runs. Lane 0. */
+__device__ void mw_cancel_down(mw_ctx *c, mw_u32 f) {
+  mw_u32 todo[MW_CANCEL_DOWN], n = 0;
+  todo[n++] = f;
+  while (n) {
+    mw_u32 g = todo[--n];
+    /* the frame's children and their links as its task left them (its suspend's fence, our
+     * take-over's) */
+    for (mw_u32 ch = mw_ld32(&mw_frame(c, g)->children); ch; ch = mw_ld32(&c->slots[ch - 1].sibling)) {
+      mw_u64 h = mw_owned_handle(c, ch - 1);
+      mw_u32 w;
+      if (!h || !mw_cancel_req(c, h, &w) || w == MW_NONE) continue;
+      if (n < MW_CANCEL_DOWN) todo[n++] = w;
+      else mw_make_runnable(c, w);
+    }
+    mw_make_runnable(c, g);
+  }
+}
+
+/* Asks the task of future fut to stop, and, when it was suspended, its tree below
+ * (mw_cancel_down). Lane 0. Returns as mw_cancel_req. */
+__device__ int mw_cancel_fut(mw_ctx *c, mw_u64 fut) {
+  mw_u32 w;
+  int r = mw_cancel_req(c, fut, &w);
+  if (w != MW_NONE) mw_cancel_down(c, w);
+  return r;
+}
+
+/* Cancels child slot s that the running level owns. Lane 0. */
+__device__ void mw_cancel_owned(mw_ctx *c, mw_u32 s) {
+  mw_u64 h = mw_owned_handle(c, s);
+  if (h) mw_cancel_fut(c, h);
 }
 
 /* Marks the spawn of future h, still in a READY record of this warp, cancelled: it completes
