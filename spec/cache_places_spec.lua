@@ -114,15 +114,19 @@ support.each_backend(function(backend)
       local function project(root, value)
         assert(os.execute("mkdir -p " .. q(root .. "/inc")) == 0)
         local h = assert(io.open(root .. "/inc/answer.h", "w"))
-        h:write("static int answer() { return ", value, "; }\n")
+        h:write("static __device__ int answer() { return ", value, "; }\n")
         h:close()
       end
       local src = '#include "answer.h"\ntask int ask() { return answer(); }\n'
       local function load(root)
         local rt = support.runtime(backend)
-        local p = assert(rt:compile(src, "ask.lua", { include_dirs = { root .. "/inc" } }))
-        local v = p.ask():await(30)
+        -- closed whatever happens: cuda runs one executor per device in a process
+        local ok, v = pcall(function()
+          local p = assert(rt:compile(src, "ask.lua", { include_dirs = { root .. "/inc" } }))
+          return p.ask():await(30)
+        end)
         rt:close()
+        assert(ok, v)
         return v
       end
       project(f.dir .. "/here", 42)
