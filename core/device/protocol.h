@@ -98,6 +98,14 @@
  *      above zero, the task was suspended: the canceller makes it runnable (it alone, since no
  *      decrement can bring a word with WOKEN to zero). Otherwise the task runs, is queued or
  *      is registering, and sees CANCEL itself.
+ *   4. A canceller that took over the wake-up of a suspended task owns its frame until it makes
+ *      it runnable: first it asks the task's children (the frame's children list, linked
+ *      through their slots' sibling words, as the task left it before its suspend's fence) with
+ *      steps 1-3, and does the same for each child it finds suspended in turn, down the tree
+ *      (at most MW_CANCEL_DOWN frames in hand; past that a frame is made runnable at once and
+ *      asks its children when it runs). So a cancelled tree stops while its woken tasks still
+ *      wait for a warp. The children's slots stay valid meanwhile: the suspended owner's
+ *      reference keeps them.
  *   A running task reads its own ctl (and those of the levels under it in its warp's inline
  *   chain) when it starts from a record or frame, when it suspends, and at its spawns and
  *   awaits at most every MW_TICK_NS; it then stops at that spawn or await with status
