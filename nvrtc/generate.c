@@ -186,6 +186,23 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
   for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
+static int id_char(char c);
+
+/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_at):
+ * then t gets a spawn-now function beside its spawn functions. */
+static int t_spawned_now(const mw__parsed *p, const mw__task *t) {
+  size_t n = strlen(t->name);
+  for (int i = 0; i < p->ntasks; ++i)
+    for (int k = 0; k < p->tasks[i].nnow; ++k) {
+      const char *s = p->src + p->tasks[i].now_at[k] + 5; /* after "spawn" */
+      while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') ++s;
+      if (*s++ != '(') continue;
+      while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') ++s;
+      if (!strncmp(s, t->name, n) && !id_char(s[n])) return 1;
+    }
+  return 0;
+}
+
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
   unsigned local = (unsigned)(t - at->p->tasks); /* its kind is the program's first + local */
   mw__sb_printf(b, "\n/* task %s (kind %u of the program) */\nstruct mw_args_%s {", t->name, local, t->name);
@@ -216,9 +233,11 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                 t->name, t->name);
   /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
    * their own are reserved ones: the program's defines are in force here) */
-  for (int bulk = 0; bulk < 2; ++bulk) {
+  for (int form = 0; form < 3; ++form) { /* spawn, spawn_bulk, and spawn-now (awaited next) */
+    int bulk = form == 1;
+    if (form == 2 && !t_spawned_now(at->p, t)) break;
     mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
-                  bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long _mw_n" : "");
+                  form == 2 ? "_now" : bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long _mw_n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
     mw__sb_printf(b, ") {\n  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
     for (int k = 0; k < t->nparams; ++k) {
@@ -227,8 +246,11 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
     }
-    mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
-                  bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
+    if (form == 2)
+      mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);
+    else
+      mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
+                    bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
   }
 }
 
@@ -305,7 +327,15 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   size_t col = t->body_start;
   while (col > 0 && p->src[col - 1] != '\n') --col;
   for (size_t k = col; k < t->body_start; ++k) mw__sb_puts(b, " ");
-  mw__sb_put(b, p->src + t->body_start, t->body_end - t->body_start + 1);
+  /* the body as written; a spawn that the next statement awaits becomes _MWsn, a word of the
+   * same length (task_api.cuh), so that lines and columns stay the user's */
+  size_t from = t->body_start;
+  for (int k = 0; k < t->nnow; ++k) {
+    mw__sb_put(b, p->src + from, t->now_at[k] - from);
+    mw__sb_puts(b, "_MWsn");
+    from = t->now_at[k] + 5;
+  }
+  mw__sb_put(b, p->src + from, t->body_end + 1 - from);
   mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n");
 }
 
@@ -608,6 +638,18 @@ static const char *skip_items(const char *s, int n) {
   return NULL;
 }
 
+/* The task's name in a generated spawn function's name at s (mw_spawn__f, mw_spawn_bulk__f,
+ * mw_spawn_now__f), *bulk set for spawn_bulk; NULL if s names none. */
+static const char *spawn_fn_task(const char *s, int *bulk) {
+  static const char *const prefixes[] = {"mw_spawn__", "mw_spawn_bulk__", "mw_spawn_now__"};
+  for (int k = 0; k < 3; ++k)
+    if (starts(s, prefixes[k])) {
+      *bulk = k == 1;
+      return s + strlen(prefixes[k]);
+    }
+  return NULL;
+}
+
 /* One line of the log with the generated names put in the user's terms. */
 static void put_user_line(mw__sb *b, const char *s, const char *end) {
   while (s < end) {
@@ -659,9 +701,15 @@ static void put_user_line(mw__sb *b, const char *s, const char *end) {
       s += 9;
       continue;
     }
-    if (starts(s, "mw_spawn__") || starts(s, "mw_spawn_bulk__")) { /* mw_spawn__f(mw_ctx*, int, ...) */
-      int bulk = starts(s, "mw_spawn_bulk__");
-      const char *name = s + (bulk ? 15 : 10), *p = name;
+    if (starts(s, "_MWsn") && !id_char(s[5])) { /* a spawn awaited next, as generated */
+      mw__sb_puts(b, "spawn");
+      s += 5;
+      continue;
+    }
+    int bulk;
+    const char *name = spawn_fn_task(s, &bulk);
+    if (name) { /* mw_spawn__f(mw_ctx*, int, ...) */
+      const char *p = name;
       while (p < end && id_char(*p)) ++p;
       mw__sb_printf(b, "%s(%.*s", bulk ? "spawn_bulk" : "spawn", (int)(p - name), name);
       if (bulk) mw__sb_puts(b, ", n");
@@ -727,9 +775,11 @@ char *mw__user_log(const char *log, const char *gen_path) {
     excerpt = 0;
     const char *arg = find(s, e, "initializing argument ");
     const char *callee = arg ? find(arg, e, "mw_spawn") : NULL;
-    if (callee) { /* a spawn's argument: name the task's parameter */
-      int bulk = starts(callee, "mw_spawn_bulk__"), n = atoi(arg + 22) - (bulk ? 4 : 3);
-      const char *name = callee + (bulk ? 15 : 10), *p = name;
+    int bulk = 0;
+    const char *name = callee ? spawn_fn_task(callee, &bulk) : NULL;
+    if (name) { /* a spawn's argument: name the task's parameter */
+      int n = atoi(arg + 22) - (bulk ? 4 : 3);
+      const char *p = name;
       while (p < e && id_char(*p)) ++p;
       if (n >= 1) mw__sb_printf(&b, "note: it is parameter %d of task '%.*s'\n", n, (int)(p - name), name);
       s = next;

@@ -978,13 +978,43 @@ static int check_await_args(scan *sc, const mw__task *t, const toks *T, int i) {
   return 0;
 }
 
-/* The rules for the body of task t (its text in sc->s, the locals blanked). */
-static int check_body(scan *sc, const mw__parsed *p, const int *suspends, const mw__task *t) {
+/* Whether tokens i.. are a spawn that the next statement awaits: 'f = spawn(t, ...); await(f);'
+ * (or try_await), f a plain name, the assignment a statement of its own (after ';', '{' or '}':
+ * not the body of an if or a loop without braces). Nobody but the task can hold f before that
+ * await, so the child may run at once, as a call (work-first). */
+static int spawn_awaited_next(const scan *sc, const toks *T, int i) {
+  static const char *const spawns[] = {"spawn"}, *const waits[] = {"await", "try_await"};
+  if (i < 2 || !is_call(sc, T, i, spawns, 1) || T->v[i + 1].match < 0) return 0;
+  const tok *f = &T->v[i - 2];
+  if (f->kind != TK_ID || !tk_is(sc, &T->v[i - 1], "=")) return 0;
+  if (i >= 3 && !tk_is(sc, &T->v[i - 3], ";") && !tk_is(sc, &T->v[i - 3], "{") &&
+      !tk_is(sc, &T->v[i - 3], "}"))
+    return 0;
+  int k = T->v[i + 1].match + 1; /* after the spawn's ')' */
+  if (k + 5 >= T->n || !tk_is(sc, &T->v[k], ";") || !is_call(sc, T, k + 1, waits, 2)) return 0;
+  const tok *g = &T->v[k + 3];
+  return g->kind == TK_ID && g->e - g->s == f->e - f->s && !strncmp(sc->s + g->s, sc->s + f->s, f->e - f->s) &&
+         tk_is(sc, &T->v[k + 4], ")") && tk_is(sc, &T->v[k + 5], ";");
+}
+
+/* The rules for the body of task t (its text in sc->s, the locals blanked); notes its spawns
+ * that the next statement awaits (mw__task.now_at). */
+static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__task *t) {
   toks T;
   char msg[600], name[64];
   int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
   if (rc) return rc;
   for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
+  for (int i = 0; i < T.n && !rc; ++i) {
+    if (!spawn_awaited_next(sc, &T, i)) continue;
+    size_t *v = realloc(t->now_at, (size_t)(t->nnow + 1) * sizeof *v);
+    if (!v) {
+      rc = MW_ENOMEM;
+      break;
+    }
+    t->now_at = v;
+    t->now_at[t->nnow++] = T.v[i].s;
+  }
   /* two awaits on one line: their resume points would be one */
   int last_line = -1;
   for (int i = 0; i < T.n && !rc; ++i) {
@@ -1103,6 +1133,7 @@ static void task_free(mw__task *t) {
   free(t->signature);
   for (int k = 0; k < t->nlocals; ++k) free(t->locals[k].decl);
   free(t->locals);
+  free(t->now_at);
 }
 
 void mw__parsed_free(mw__parsed *p) {

@@ -38,6 +38,11 @@ typedef struct mw__task {
   int body_line;
   int nlocals;
   mw__local *locals;
+  /* spawns that the next statement awaits ('f = spawn(t, ...);' then 'await(f);' or
+   * 'try_await(f);'): the offsets of their 'spawn' words in the source; the generated body calls
+   * the spawn-now form there (runtime.cuh, mw_spawn_now) */
+  int nnow;
+  size_t *now_at;
 } mw__task;
 
 typedef struct mw__parsed {

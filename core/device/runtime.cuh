@@ -1652,6 +1652,10 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
+  if (n == 1 && c->ran == fs[0].h && c->ran) { /* it ran at its spawn (mw_spawn_now) */
+    c->ran = 0;
+    return false;
+  }
   mw_tick(c);
   if (n == 1 && mw_await_leaf(c, fs[0].h)) return false;
   if (n == 1) mw_await_bulk(c, fs[0].h);
@@ -1674,22 +1678,27 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
 
 /* Level d + 1 set up for the spawn in record rec, claimed by this warp, its frame at off of the
  * lane stacks (its arguments are copied by the caller); the warp's depth counts it. Lane 0. */
-__device__ void mw_level_from_rec(mw_ctx *c, const mw_rec *rec, mw_u32 off) {
+__device__ __forceinline__ void mw_level_child(mw_ctx *c, mw_u64 fut, mw_u32 kind, mw_u32 frame, mw_u32 flags,
+                                               mw_u32 epoch, mw_u32 sibling, mw_u32 off) {
   mw_wstate *ws = MW_WS(c);
   mw_level *K = &ws->lv[c->d + 1];
-  K->fut = rec->fut;
+  K->fut = fut;
   K->bad = 0;
-  K->kind = rec->kind;
+  K->kind = kind;
   K->resume = 0;
-  K->frame = rec->frame; /* reserved */
+  K->frame = frame;
   K->children = 0;
-  K->flags = (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u;
-  K->epoch = rec->epoch;
+  K->flags = flags;
+  K->epoch = epoch;
   K->off = off;
-  K->sibling = rec->sibling;
+  K->sibling = sibling;
   K->naw = K->cur = 0;
   K->bulk = 0;
   ws->depth = c->d + 2;
+}
+__device__ void mw_level_from_rec(mw_ctx *c, const mw_rec *rec, mw_u32 off) {
+  mw_level_child(c, rec->fut, rec->kind, rec->frame /* reserved */,
+                 (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u, rec->epoch, rec->sibling, off);
 }
 
 /* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
@@ -1881,6 +1890,89 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
   }
   __syncwarp();
   mw_run_fresh(c);
+}
+
+/* The spawn of a child that the next statement awaits (the compiler saw 'f = spawn(t, ...);'
+ * then 'await(f);' or 'try_await(f);'): nobody but this task can hold f before that await, so
+ * a pure child (it never spawns, awaits, releases or cancels) runs here and now, as a plain
+ * call (work-first): a slot for its future, its arguments to the lane stack, its body, its
+ * private completion (protocol.h) among the warp's recent results. No record, no frame, no
+ * claim, no fence. c->ran tells the await that follows that f is complete (its level's bad
+ * notes a failure). Anything else (not a pure kind, a cancellation, a stop, a woken task to
+ * nest, a trace, a bulk instance, no room on the lane stack, no free slot) takes the spawn's
+ * general path, and the await then finds the child as it finds any other. Collective. */
+__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
+  const mw_kind_info *ki = mw_kind(kind);
+  const mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* where the general await puts it */
+  mw_u32 go = 0;
+#ifndef MW_NO_SPAWN_NOW
+  if (c->lane == 0) /* lane 0's view: a trace is lane 0's */
+    go = (ki->flags & MW_KIND_PURE) && !ki->futargs && ki->rtype != MW_RT_FUTURE && !c->bulk &&
+         !c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due &&
+         c->status == MW_RUN_DONE && c->d + 1 < MW_LEVELS && coff + ki->frame_bytes <= MW_LSTACK_BYTES;
+#endif
+  if (!mw_bcast(go)) return mw_spawn_raw(c, kind, args, 0u, false, line);
+  future fu;
+  fu.h = 0;
+  mw_u64 key = kind;
+#ifdef MW_SIM
+  for (mw_u32 i = 0; i < ki->args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
+#endif
+  if (mw_diverged(c, "spawn", line, key)) return fu;
+  mw_tick(c);
+  mw_u64 h = 0;
+  mw_u32 sib = 0, ep = 0;
+  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
+    mw_wstate *ws = MW_WS(c);
+    mw_level *L = MW_LV(c);
+    mw_u32 gen, s = mw_slot_alloc(c, &gen);
+    if (s != MW_NONE) {
+      h = MW_FUT_MAKE(s, gen);
+      mw_slot *sl = &c->slots[s];
+      sl->kind = kind;
+      sl->status = MW_ST_PENDING;
+      sl->refs = 2; /* the task + its owner */
+      sl->fref = 0;
+      sl->sibling = sib = L->children;
+      L->children = s + 1;
+      ep = ws->epoch;
+      mw_count(c, kind, MW_CNT_SPAWNED);
+    }
+  }
+  h = mw_bcast64(h);
+  if (!h) /* what the tick brought, or no free slot: the general path says which */
+    return mw_spawn_raw(c, kind, args, 0u, false, line);
+  mw_frame_from_args((mw_u32 *)(c->stk + coff), (const mw_u32 *)args, ki, 0, 1);
+  const mw_u32 resume = c->resume;
+  c->resume = 0;
+  c->value = 0;
+  {
+    MW_PROBE(MW_PR_PURE_BODY);
+    MW_TASK_IN();
+    mw_dispatch_leaf(c, kind, c->stk + coff);
+    MW_TASK_OUT();
+  }
+  __syncwarp();
+  c->resume = resume;
+  if (c->lane == 0) {
+    mw_level *L = MW_LV(c);
+    if (c->status == MW_RUN_DONE) {
+      mw_complete_private(c, kind, h, MW_NONE, sib, ep, c->d);
+      L->bad = 0;
+    } else { /* the general finish, on a level set up for it */
+      mw_level_child(c, h, kind, MW_NONE, 0u, ep, sib, coff);
+      c->d++;
+      mw_finish_level(c);
+      c->d--;
+      L->bad = h;
+    }
+    L->naw = L->cur = 1;
+  }
+  __syncwarp();
+  mw_run_fresh(c);
+  c->ran = h;
+  fu.h = h;
+  return fu;
 }
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
@@ -2994,6 +3086,7 @@ __device__ void mw_executor(mw_state *st) {
   c.yield = 0;
   c.trace_due = 0;
   c.take_w = 2;
+  c.ran = 0;
   c.kind = 0;
   c.off = 0;
   c.trace_gen = 0;

@@ -104,6 +104,8 @@ struct mw_ctx {
   mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
   mw_u32 take_w;     /* inbox cells its next take looks at: 2, or MW_TAKE_MAX while the host
                       * streams spawns (its last take found more than one) */
+  mw_u64 ran;        /* the child that the latest spawn-now ran at once, for the await right
+                      * after it (mw_spawn_now); 0 when none */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */
   /* tracing, lane 0 only: see protocol.h, task traces */
   mw_u32 trace_gen;
@@ -140,6 +142,7 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
+__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line);
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant);
@@ -371,6 +374,8 @@ __device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r
  * consecutive kinds, so its compiled code does not depend on them */
 #define spawn(task, ...) mw_spawn__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
+/* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
+#define _MWsn(task, ...) mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
 #define value(f) mw_value_of(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
 #define cancelled(f) mw_cancelled_of(_c, (f))
