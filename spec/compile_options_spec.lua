@@ -237,7 +237,7 @@ task int how_fast() { return speed(); }
     local FIRST = "#define ALREADY 1\ntask int uses_already() { return ALREADY; }\n"
     local SECOND = "task int again() { return ALREADY; }\n"
 
-    it("does not reach another program compiled on its own (build = parts)", function()
+    support.it_build("parts", "does not reach another program compiled on its own (build = parts)", function()
       local rt = support.runtime(backend, { build = "parts" })
       local first = compile(rt, FIRST, "defines_already.lua")
       local second = compile(rt, SECOND, "defines_again.lua", { defines = { ALREADY = 2 } })
@@ -247,7 +247,7 @@ task int how_fast() { return speed(); }
       assert.equals(2, b)
     end)
 
-    it("is in force for the programs after it in one unit, and a define of its name is refused",
+    support.it_build("one_unit", "is in force for the programs after it in one unit, and a define of its name is refused",
       function()
         local rt = support.runtime(backend, { build = "one_unit" })
         compile(rt, FIRST, "defines_already.lua")

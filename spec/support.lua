@@ -99,6 +99,19 @@ function support.each_backend(fn)
   if not ok then env.pending("cuda #gpu: skipped, no GPU: " .. reason) end
 end
 
+--- it(name, fn) for a spec of one build ("parts", "one_unit", "tiered"), or pending with the
+-- reason when $MOONWARP_BUILD forces another (it overrides the runtime's option). Call it where
+-- it() may be called.
+function support.it_build(build, name, fn)
+  local env = getfenv(2)
+  local forced = os.getenv("MOONWARP_BUILD")
+  if forced and forced ~= "" and forced ~= build then
+    env.pending(name .. " (MOONWARP_BUILD=" .. forced .. " overrides build = " .. build .. ")")
+  else
+    env.it(name, fn)
+  end
+end
+
 --- A runtime on backend, which must open.
 function support.runtime(backend, opts)
   local o = { backend = backend }

@@ -1902,6 +1902,7 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
  * nest, a trace, a bulk instance, no room on the lane stack, no free slot) takes the spawn's
  * general path, and the await then finds the child as it finds any other. Collective. */
 __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
+  MW_PROBE(MW_PR_SPAWN);
   const mw_kind_info *ki = mw_kind(kind);
   const mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* where the general await puts it */
   mw_u32 go = 0;
@@ -1925,6 +1926,7 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
     mw_wstate *ws = MW_WS(c);
     mw_level *L = MW_LV(c);
+    MW_PROBE(MW_PR_SLOT_INIT);
     mw_u32 gen, s = mw_slot_alloc(c, &gen);
     if (s != MW_NONE) {
       h = MW_FUT_MAKE(s, gen);
