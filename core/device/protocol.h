@@ -86,6 +86,10 @@
  * Everything else (a stolen or published child, a task with a frame, a host future) completes
  * with the exchange above.
  *
+ * Spawn-now. A spawn that the next statement awaits (the compiler marks it) of a pure kind runs
+ * at once on the spawner's warp and completes privately: no record, no frame; nobody but the
+ * spawner can hold its handle before that await.
+ *
  * Cancellation (canceller, one lane of any worker: a task calling cancel(f), a worker taking a
  *   host cancel message from the inbox, a task finishing by cancellation for its children):
  *   1. CAS ctl from (gen, word) or (gen-1, CLOSED) to the same with MW_CTL_CANCEL set. A CAS
