@@ -2,7 +2,8 @@
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
-#   steps: examples specs bench soak sanitize (default: all), quick ($QUICK_VARIANTS), sweep (bench/core.lua and
+#   steps: examples specs bench soak sanitize (default: all), quick ($QUICK_VARIANTS), core (bench/core.lua per
+#   variant, $CORE_VARIANTS), sweep (bench/core.lua and
 #   bench/hops.lua over worker counts, $SWEEP_WORKERS; the suite at $SUITE_WORKERS), and probes (the executor built with
 #   MOONWARP_PROBES=1 times each step of a chain of hops, a pipeline and fib(18) on 1 and 4 workers, and the micro
 #   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
@@ -135,6 +136,16 @@ if [[ $steps == *" probes "* ]]; then
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
     done
     MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
+  done
+fi
+if [[ $steps == *" core "* ]]; then
+  # bench/core.lua (round trip, hop, fib) per variant of the executor ($CORE_VARIANTS, "-" the
+  # default), in one call: a change of the hot path against the old way it keeps as a variant
+  step "core figures per variant"
+  for v in ${CORE_VARIANTS:--}; do
+    [ "$v" = - ] && v=
+    echo "# variant: ${v:-default}" | tee -a "$out/core.txt"
+    MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/core.txt"
   done
 fi
 if [[ $steps == *" quick "* ]]; then
