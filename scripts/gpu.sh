@@ -98,6 +98,10 @@ if want bench; then
     MOONWARP_DEVICE_DEFINE=$v timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt"
     timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt"
   done
+  # launches from the device (dynamic parallelism, device graphs): the latency a bulk task that
+  # launched a real grid would pay
+  timeout 120 nvcc -O2 -arch=native -rdc=true bench/devlaunch.cu -lcudadevrt -o build-gpu/devlaunch &&
+    timeout 60 ./build-gpu/devlaunch 2000 2>&1 | tee -a "$out/bench.txt"
   # buffer copies: the staging halves beside the socket payload they replace
   timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
   MOONWARP_NO_STAGING=1 timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"

@@ -1,0 +1,176 @@
+// devlaunch.cu - how long a launch from the device takes on this GPU: the figures that decide
+// whether a very large bulk task should launch a real grid from the device (dynamic parallelism
+// or a device graph) rather than run its instances on the executor's warps (bench/NOTES.md).
+// Prints "devlaunch/figure,value" lines (µs), each the median of several rounds:
+//   - tail-launch chain: N dependent kernels, each launching the next into
+//     cudaStreamTailLaunch (it starts once its parent has ended), per hop;
+//   - device graph chain: a graph of one kernel, instantiated for device launch, that
+//     tail-launches itself N times (cudaGetCurrentGraphExec), per hop;
+//   - fire-and-forget grid: a one-thread kernel launches a grid of one block per SM into
+//     cudaStreamFireAndForget; from the launch call to the first block's start and to the last
+//     block's start (globaltimer);
+//   - the same grid launched from the host, from cudaLaunchKernel's call to the last block's
+//     start, for comparison.
+//   nvcc -O2 -arch=native -rdc=true bench/devlaunch.cu -lcudadevrt -o build-gpu/devlaunch
+//   build-gpu/devlaunch [hops]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+__device__ __forceinline__ unsigned long long gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+struct marks {
+  unsigned long long t0, first, last; /* ns of the global timer */
+  int left;                            /* hops still to go */
+};
+
+/* one hop of a tail-launch chain: the first writes t0, the last t1 (in first) */
+__global__ void tail_hop(marks *m) {
+  if (m->t0 == 0) m->t0 = gtimer();
+  if (--m->left <= 0) {
+    m->first = gtimer();
+    return;
+  }
+  tail_hop<<<1, 1, 0, cudaStreamTailLaunch>>>(m);
+}
+
+/* one hop of a device graph that launches itself */
+__global__ void graph_hop(marks *m) {
+  if (m->t0 == 0) m->t0 = gtimer();
+  if (--m->left <= 0) {
+    m->first = gtimer();
+    return;
+  }
+  cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+}
+
+/* a block of a wide grid: when it started */
+__global__ void wide(marks *m) {
+  if (threadIdx.x == 0) {
+    unsigned long long t = gtimer();
+    atomicMin(&m->first, t);
+    atomicMax(&m->last, t);
+  }
+}
+__global__ void launch_wide(marks *m, int blocks) {
+  m->t0 = gtimer();
+  wide<<<blocks, 128, 0, cudaStreamFireAndForget>>>(m);
+}
+/* the host's launch, timed on the device's clock: t0 from a one-thread kernel just before */
+__global__ void stamp(marks *m) { m->t0 = gtimer(); }
+
+static marks *fresh(marks *m, int left) {
+  marks h = {0, ~0ull, 0, left};
+  CK(cudaMemcpy(m, &h, sizeof h, cudaMemcpyHostToDevice));
+  return m;
+}
+static marks read(const marks *m) {
+  marks h;
+  CK(cudaMemcpy(&h, m, sizeof h, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+int main(int argc, char **argv) {
+  const int hops = argc > 1 ? atoi(argv[1]) : 2000, rounds = 9;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  printf("# %s, %d SMs; %d hops per chain, median of %d rounds\n", prop.name, sms, hops, rounds);
+  marks *m;
+  CK(cudaMalloc(&m, sizeof *m));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  /* tail-launch chain */
+  std::vector<double> v;
+  for (int r = 0; r < rounds + 1; ++r) {
+    tail_hop<<<1, 1, 0, s>>>(fresh(m, hops));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaGetLastError());
+    marks h = read(m);
+    if (h.left != 0) {
+      fprintf(stderr, "tail-launch chain stopped with %d hops left\n", h.left);
+      return 1;
+    }
+    if (r) v.push_back((h.first - h.t0) / 1e3 / (hops - 1));
+  }
+  printf("devlaunch/tail-launch chain, per hop,%.3f\n", median(v));
+
+  /* device graph chain */
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  graph_hop<<<1, 1, 0, s>>>(m);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
+  CK(cudaGraphUpload(ge, s));
+  v.clear();
+  for (int r = 0; r < rounds + 1; ++r) {
+    fresh(m, hops);
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    marks h = read(m);
+    if (h.left != 0) {
+      fprintf(stderr, "device graph chain stopped with %d hops left\n", h.left);
+      return 1;
+    }
+    if (r) v.push_back((h.first - h.t0) / 1e3 / (hops - 1));
+  }
+  printf("devlaunch/device graph chain, per hop,%.3f\n", median(v));
+
+  /* a grid of one block per SM, launched from the device and from the host */
+  std::vector<double> first, last, host_last, host_wall;
+  for (int r = 0; r < rounds + 1; ++r) {
+    launch_wide<<<1, 1, 0, s>>>(fresh(m, 0), sms);
+    CK(cudaStreamSynchronize(s));
+    marks h = read(m);
+    if (r) {
+      first.push_back((h.first - h.t0) / 1e3);
+      last.push_back((h.last - h.t0) / 1e3);
+    }
+    stamp<<<1, 1, 0, s>>>(fresh(m, 0));
+    double t = now();
+    wide<<<sms, 128, 0, s>>>(m);
+    double t1 = now();
+    CK(cudaStreamSynchronize(s));
+    h = read(m);
+    if (r) {
+      host_last.push_back((h.last - h.t0) / 1e3);
+      host_wall.push_back((t1 - t) * 1e6);
+    }
+  }
+  printf("devlaunch/fire-and-forget grid of %d blocks, launch to first block,%.3f\n", sms, median(first));
+  printf("devlaunch/fire-and-forget grid of %d blocks, launch to last block,%.3f\n", sms, median(last));
+  printf("devlaunch/host-launched grid of %d blocks, previous kernel's start to last block,%.3f\n", sms,
+         median(host_last));
+  printf("devlaunch/host-launched grid of %d blocks, the launch call itself,%.3f\n", sms, median(host_wall));
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  CK(cudaFree(m));
+  return 0;
+}
