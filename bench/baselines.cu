@@ -9,33 +9,11 @@
 // prints an error and exits with status 1); host-driven fan-out; pageable cudaMemcpy.
 // Lines starting with "#" are notes (a figure left out, and why).
 //   nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
-#include <cuda_runtime.h>
 #include <omp.h>
 
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
-
-static double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-static double pct(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, (size_t)(v.size() * p))];
-}
-static double median(std::vector<double> v) { return pct(v, 0.5); }
+#include "cuda_bench.h"
 
 __global__ void empty() {}
 __global__ void step(int *c) {
