@@ -74,6 +74,10 @@ static marks read(const marks *m) {
 
 int main(int argc, char **argv) {
   const int hops = argc > 1 ? atoi(argv[1]) : 2000, rounds = 9;
+  if (hops < 2) {
+    fprintf(stderr, "usage: devlaunch [hops]   (hops: a number of 2 or more, default 2000)\n");
+    return 2;
+  }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;

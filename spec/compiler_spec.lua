@@ -147,6 +147,30 @@ describe("the compile cache #sim", function()
     assert.equals(1, #entries())
   end)
 
+  it("hands MOONWARP_DEVICE_DEFINE to the C++ compiler, keys builds by it, refuses a bad one", function()
+    local script = support.shell_quote([[
+      local mw = require "moonwarp"
+      local rt = assert(mw.runtime { backend = "sim" })
+      local p, err = rt:compile("task int k() {\n#ifdef MW_SPEC_DEFINE\n  return MW_SPEC_DEFINE;\n"
+        .. "#else\n  return -1;\n#endif\n}\n", "define.cu")
+      io.write(p and tostring(p.k():await()) or ("refused: " .. err))
+      rt:close()
+    ]])
+    local function with(define)
+      local env = paths .. "MOONWARP_CACHE_DIR=" .. support.shell_quote(dir) .. " "
+        .. (define and "MOONWARP_DEVICE_DEFINE=" .. support.shell_quote(define) .. " " or "")
+      local status, out = support.run(env .. "luajit -e " .. script)
+      assert.equals(0, status, out)
+      return out
+    end
+    assert.equals("-1", with(nil))
+    assert.equals("7", with("MW_SPEC_DEFINE=7"))
+    assert.equals("8", with("MW_SPEC_DEFINE=8")) -- another build, not the one cached for 7
+    assert.equals("-1", with(nil))
+    assert.equals("refused: MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most 93 "
+      .. "characters, without blanks (got \"A B\")", with("A B"))
+  end)
+
   it("recompiles a corrupted entry instead of loading it", function()
     assert.equals(0, (run_once()))
     local path = dir .. "/" .. entries()[1]
