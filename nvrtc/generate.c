@@ -186,20 +186,12 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
   for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
-static int id_char(char c);
-
-/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_at):
+/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_task):
  * then t gets a spawn-now function beside its spawn functions. */
 static int t_spawned_now(const mw__parsed *p, const mw__task *t) {
-  size_t n = strlen(t->name);
   for (int i = 0; i < p->ntasks; ++i)
-    for (int k = 0; k < p->tasks[i].nnow; ++k) {
-      const char *s = p->src + p->tasks[i].now_at[k] + 5; /* after "spawn" */
-      while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') ++s;
-      if (*s++ != '(') continue;
-      while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') ++s;
-      if (!strncmp(s, t->name, n) && !id_char(s[n])) return 1;
-    }
+    for (int k = 0; k < p->tasks[i].nnow; ++k)
+      if (p->tasks[i].now_task[k] == (int)(t - p->tasks)) return 1;
   return 0;
 }
 

@@ -998,7 +998,7 @@ static int spawn_awaited_next(const scan *sc, const toks *T, int i) {
 }
 
 /* The rules for the body of task t (its text in sc->s, the locals blanked); notes its spawns
- * that the next statement awaits (mw__task.now_at). */
+ * that the next statement awaits (mw__task.now_at, now_task). */
 static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__task *t) {
   toks T;
   char msg[600], name[64];
@@ -1006,13 +1006,21 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__ta
   if (rc) return rc;
   for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
   for (int i = 0; i < T.n && !rc; ++i) {
-    if (!spawn_awaited_next(sc, &T, i)) continue;
+    const mw__task *callee = spawn_awaited_next(sc, &T, i) ? task_named(p, sc, &T.v[i + 2]) : NULL;
+    if (!callee) continue;
     size_t *v = realloc(t->now_at, (size_t)(t->nnow + 1) * sizeof *v);
     if (!v) {
       rc = MW_ENOMEM;
       break;
     }
     t->now_at = v;
+    int *w = realloc(t->now_task, (size_t)(t->nnow + 1) * sizeof *w);
+    if (!w) {
+      rc = MW_ENOMEM;
+      break;
+    }
+    t->now_task = w;
+    t->now_task[t->nnow] = (int)(callee - p->tasks);
     t->now_at[t->nnow++] = T.v[i].s;
   }
   /* two awaits on one line: their resume points would be one */
@@ -1134,6 +1142,7 @@ static void task_free(mw__task *t) {
   for (int k = 0; k < t->nlocals; ++k) free(t->locals[k].decl);
   free(t->locals);
   free(t->now_at);
+  free(t->now_task);
 }
 
 void mw__parsed_free(mw__parsed *p) {

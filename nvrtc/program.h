@@ -43,6 +43,7 @@ typedef struct mw__task {
    * the spawn-now form there (runtime.cuh, mw_spawn_now) */
   int nnow;
   size_t *now_at;
+  int *now_task; /* per spawn-now: the index of the task it spawns */
 } mw__task;
 
 typedef struct mw__parsed {
