@@ -733,22 +733,48 @@ static int build_options(mw_program *const *progs, int n, const char *gen, mw__b
 }
 
 /* Compiles the part of an image described by part and progs (mw__generate_part) with the
- * options of progs[0..nopt) into *out, through the cache. rt->err says why it failed. */
-static int compile_part(mw_runtime *rt, mw__gen_part part, mw_program *const *opt, int nopt,
-                        mw__parsed *const *progs, int nprogs, int debug, mw__image *out) {
+ * options of progs[0..nopt) into *out, through the cache; err says why it failed. Reads only
+ * settings of rt that do not change, so it may run beside the runtime's thread (exec_part). */
+static int compile_part_to(const mw_runtime *rt, mw__gen_part part, mw_program *const *opt, int nopt,
+                           mw__parsed *const *progs, int nprogs, int debug, mw__image *out,
+                           char *err, size_t errlen) {
   mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
   char *gen = mw__generate_part(part, progs, nprogs, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
   int rc = gen ? build_options(opt, nopt, gen, &bo, &dirs) : MW_ENOMEM;
-  if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+  if (rc == MW_ENOMEM) snprintf(err, errlen, "out of memory");
   bo.debug = debug;
   mw__image_req req = {.source = gen, .bo = &bo, .host_code = rt->ops->host_code, .arch = rt->arch,
                        .object = 1, .progs = progs, .nprogs = nprogs};
-  if (!rc) rc = mw__image_compile(&req, out, rt->err, sizeof rt->err, NULL);
+  if (!rc) rc = mw__image_compile(&req, out, err, errlen, NULL);
   free(dirs);
   free(gen);
   return rc;
+}
+
+/* The same, with rt->err saying why it failed. */
+static int compile_part(mw_runtime *rt, mw__gen_part part, mw_program *const *opt, int nopt,
+                        mw__parsed *const *progs, int nprogs, int debug, mw__image *out) {
+  return compile_part_to(rt, part, opt, nopt, progs, nprogs, debug, out, rt->err, sizeof rt->err);
+}
+
+/* The executor's part compiled on a thread of its own while the runtime's thread compiles a
+ * program's part (compile_program): the first load of a runtime built from parts waits for the
+ * longer of the two, not for both (the parts are independent; NVRTC, the C++ compiler and the
+ * cache may be used from several threads). */
+typedef struct exec_part {
+  const mw_runtime *rt;
+  int debug, rc;
+  mw__image obj;
+  char err[256];
+} exec_part;
+
+static void *exec_part_main(void *arg) {
+  exec_part *x = arg;
+  x->rc = compile_part_to(x->rt, MW_GEN_EXECUTOR, NULL, 0, NULL, 0, x->debug, &x->obj, x->err,
+                          sizeof x->err);
+  return NULL;
 }
 
 /* p's tag (mw__parsed.tag): "q" and a digest of its generated part, so that its compiled part
@@ -783,7 +809,27 @@ static int compile_program(mw_runtime *rt, mw_program *p) {
     return rc;
   }
   mw__parsed *list[1] = {&p->parsed};
-  return compile_part(rt, MW_GEN_PROGRAM, &p, 1, list, 1, p->debug, &p->obj);
+  /* the executor's part, when the next image needs one it has not got, beside the program's
+   * (what build_image would otherwise compile after it); on failure build_image compiles it
+   * again and reports why */
+  int debug = p->debug;
+  for (int i = 0; i < rt->nprogs; ++i) debug |= rt->progs[i]->debug;
+  exec_part x = {.rt = rt, .debug = debug};
+  pthread_t t;
+  int beside = (!rt->exec_obj.data || rt->exec_debug != debug) &&
+               pthread_create(&t, NULL, exec_part_main, &x) == 0;
+  rc = compile_part(rt, MW_GEN_PROGRAM, &p, 1, list, 1, p->debug, &p->obj);
+  if (beside) {
+    pthread_join(t, NULL);
+    if (x.rc == 0) {
+      mw__image_free(&rt->exec_obj);
+      rt->exec_obj = x.obj;
+      rt->exec_debug = debug;
+    } else {
+      mw__image_free(&x.obj);
+    }
+  }
+  return rc;
 }
 
 /* The image of progs[0..nprogs) with the executor: compiled in one unit (rt->one_unit), or
