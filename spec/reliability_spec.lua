@@ -75,6 +75,19 @@ describe("reliability", function()
       assert.is_nil(ok)
       assert.equals("ETIMEDOUT", code)
       assert.is_true(took < 3, tostring(took))
+      if backend == "sim" then
+        -- the abandoned runtime's threads wait without spinning: its other warps at the stop
+        -- barrier, the task in its naps (they took all the cores when the barrier yielded)
+        local function cpu_s() -- this process's user + system time (Linux, 100 ticks a second)
+          local f = {}
+          for w in assert(io.open("/proc/self/stat")):read("*a"):match("%) (.*)"):gmatch("%S+") do f[#f + 1] = w end
+          return (tonumber(f[12]) + tonumber(f[13])) / 100
+        end
+        local c0, w0 = cpu_s(), mw.now()
+        while mw.now() - w0 < 1.5 do os.execute("sleep 0.25") end
+        local used = cpu_s() - c0
+        assert.is_true(used < 0.75, ("%.2f s of CPU in 1.5 s after the close"):format(used))
+      end
       local rt2 = support.runtime(backend)
       local p2 = support.compile(rt2, SOURCE, "hang.cu")
       assert.equals(5, p2.one(5):await(30))
