@@ -72,6 +72,28 @@ static marks read(const marks *m) {
   return h;
 }
 
+/* A chain of hops started by launch() on the device (each hop launches the next), rounds + 1
+ * times: prints the median time per hop of the rounds after the first. 1 when a chain stopped
+ * short. */
+template <class F>
+static int chain(const char *what, marks *m, int hops, int rounds, cudaStream_t s, F launch) {
+  std::vector<double> v;
+  for (int r = 0; r < rounds + 1; ++r) {
+    fresh(m, hops);
+    launch();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaGetLastError());
+    marks h = read(m);
+    if (h.left != 0) {
+      fprintf(stderr, "%s stopped with %d hops left\n", what, h.left);
+      return 1;
+    }
+    if (r) v.push_back((h.first - h.t0) / 1e3 / (hops - 1));
+  }
+  printf("devlaunch/%s, per hop,%.3f\n", what, median(v));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const int hops = argc > 1 ? atoi(argv[1]) : 2000, rounds = 9;
   if (hops < 2) {
@@ -88,19 +110,7 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
   /* tail-launch chain */
-  std::vector<double> v;
-  for (int r = 0; r < rounds + 1; ++r) {
-    tail_hop<<<1, 1, 0, s>>>(fresh(m, hops));
-    CK(cudaStreamSynchronize(s));
-    CK(cudaGetLastError());
-    marks h = read(m);
-    if (h.left != 0) {
-      fprintf(stderr, "tail-launch chain stopped with %d hops left\n", h.left);
-      return 1;
-    }
-    if (r) v.push_back((h.first - h.t0) / 1e3 / (hops - 1));
-  }
-  printf("devlaunch/tail-launch chain, per hop,%.3f\n", median(v));
+  if (chain("tail-launch chain", m, hops, rounds, s, [&] { tail_hop<<<1, 1, 0, s>>>(m); })) return 1;
 
   /* device graph chain */
   cudaGraph_t g;
@@ -110,19 +120,7 @@ int main(int argc, char **argv) {
   CK(cudaStreamEndCapture(s, &g));
   CK(cudaGraphInstantiate(&ge, g, cudaGraphInstantiateFlagDeviceLaunch));
   CK(cudaGraphUpload(ge, s));
-  v.clear();
-  for (int r = 0; r < rounds + 1; ++r) {
-    fresh(m, hops);
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaStreamSynchronize(s));
-    marks h = read(m);
-    if (h.left != 0) {
-      fprintf(stderr, "device graph chain stopped with %d hops left\n", h.left);
-      return 1;
-    }
-    if (r) v.push_back((h.first - h.t0) / 1e3 / (hops - 1));
-  }
-  printf("devlaunch/device graph chain, per hop,%.3f\n", median(v));
+  if (chain("device graph chain", m, hops, rounds, s, [&] { CK(cudaGraphLaunch(ge, s)); })) return 1;
 
   /* a grid of one block per SM, launched from the device and from the host */
   std::vector<double> first, last, host_last, host_wall;
