@@ -176,6 +176,16 @@ __device__ __forceinline__ mw_frame_hdr *mw_frame(mw_ctx *c, mw_u32 f) {
 __device__ __forceinline__ bool mw_is_future(mw_u64 h) {
   return h != 0 && h != MW_FUT_NOSLOT && h != MW_FUT_SKIPPED;
 }
+/* The inline handle of a result of type rtype with bits v (protocol.h, handles), or 0 when
+ * 32 bits cannot carry v. */
+__device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
+  mw_u32 lo = (mw_u32)v, hi = (mw_u32)(v >> 32), mode;
+  if (hi == 0u) mode = MW_INL_ZERO;
+  else if (hi == 0xffffffffu && (lo >> 31)) mode = MW_INL_SIGN;
+  else if (lo == 0u) mode = MW_INL_HIGH, lo = hi;
+  else return 0;
+  return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
+}
 __device__ void mw_strcpy(char *dst, const char *src, int cap, int at) {
   int i = at;
   for (; src && *src && i < cap - 1; ++src, ++i) dst[i] = *src;
@@ -1001,6 +1011,10 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
  * waiter node is free. Lane 0. */
 __device__ int mw_register(mw_ctx *c, mw_u32 f, mw_u64 h, mw_u32 *status) {
   mw_u32 s = MW_FUT_SLOT(h), g = MW_FUT_GEN(h);
+  if (MW_FUT_IS_INLINE(h)) {
+    *status = MW_ST_OK;
+    return 1;
+  }
   if (!mw_is_future(h) || s >= c->nslots) return 2;
   mw_slot *sl = &c->slots[s];
   mw_u32 n = MW_NONE;
@@ -1652,6 +1666,10 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
+  if (n == 1 && MW_FUT_IS_INLINE(fs[0].h)) { /* it ran at its spawn and carries its result */
+    if (c->lane == 0) MW_LV(c)->bad = 0;
+    return false;
+  }
   if (n == 1 && c->ran == fs[0].h && c->ran) { /* it ran at its spawn (mw_spawn_now) */
     c->ran = 0;
     return false;
@@ -1895,12 +1913,15 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
 /* The spawn of a child that the next statement awaits (the compiler saw 'f = spawn(t, ...);'
  * then 'await(f);' or 'try_await(f);'): nobody but this task can hold f before that await, so
  * a pure child (it never spawns, awaits, releases or cancels) runs here and now, as a plain
- * call (work-first): a slot for its future, its arguments to the lane stack, its body, its
- * private completion (protocol.h) among the warp's recent results. No record, no frame, no
- * claim, no fence. c->ran tells the await that follows that f is complete (its level's bad
- * notes a failure). Anything else (not a pure kind, a cancellation, a stop, a woken task to
- * nest, a trace, a bulk instance, no room on the lane stack, no free slot) takes the spawn's
- * general path, and the await then finds the child as it finds any other. Collective. */
+ * call (work-first): its arguments to the lane stack, its body, and its handle. A child that
+ * ended OK with a result that fits gets an inline handle (protocol.h, handles): the slot taken
+ * before its body ran goes back unseen. Otherwise the slot is its future, completed privately
+ * among the warp's recent results, and c->ran tells the await that follows that f is complete
+ * (its level's bad notes a failure). No record, no frame, no claim, no fence. Anything else (not
+ * a pure kind, a cancellation, a stop, a woken task to nest, a trace, a bulk instance, no room
+ * on the lane stack, no free slot) takes the spawn's general path, and the await then finds
+ * the child as it finds any other. MW_NO_INLINE_RESULT: every child completes in its slot.
+ * Collective. */
 __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
   MW_PROBE(MW_PR_SPAWN);
   const mw_kind_info *ki = mw_kind(kind);
@@ -1922,24 +1943,10 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   if (mw_diverged(c, "spawn", line, key)) return fu;
   mw_tick(c);
   mw_u64 h = 0;
-  mw_u32 sib = 0, ep = 0;
   if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
-    mw_wstate *ws = MW_WS(c);
-    mw_level *L = MW_LV(c);
     MW_PROBE(MW_PR_SLOT_INIT);
     mw_u32 gen, s = mw_slot_alloc(c, &gen);
-    if (s != MW_NONE) {
-      h = MW_FUT_MAKE(s, gen);
-      mw_slot *sl = &c->slots[s];
-      sl->kind = kind;
-      sl->status = MW_ST_PENDING;
-      sl->refs = 2; /* the task + its owner */
-      sl->fref = 0;
-      sl->sibling = sib = L->children;
-      L->children = s + 1;
-      ep = ws->epoch;
-      mw_count(c, kind, MW_CNT_SPAWNED);
-    }
+    if (s != MW_NONE) h = MW_FUT_MAKE(s, gen);
   }
   h = mw_bcast64(h);
   if (!h) /* what the tick brought, or no free slot: the general path says which */
@@ -1957,22 +1964,45 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   __syncwarp();
   c->resume = resume;
   if (c->lane == 0) {
+    mw_wstate *ws = MW_WS(c);
     mw_level *L = MW_LV(c);
-    if (c->status == MW_RUN_DONE) {
-      mw_complete_private(c, kind, h, MW_NONE, sib, ep, c->d);
+    const mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
+    mw_u64 inl = 0;
+#ifndef MW_NO_INLINE_RESULT
+    if (c->status == MW_RUN_DONE) inl = mw_inline_handle(c->value, ki->rtype);
+#endif
+    mw_count(c, kind, MW_CNT_SPAWNED);
+    if (inl) { /* the slot goes back as it came: its generation was never seen */
+      mw_slot_free(c, s, gen - 1u);
+      mw_count(c, kind, MW_CNT_COMPLETED);
+      h = inl;
       L->bad = 0;
-    } else { /* the general finish, on a level set up for it */
-      mw_level_child(c, h, kind, MW_NONE, 0u, ep, sib, coff);
-      c->d++;
-      mw_finish_level(c);
-      c->d--;
-      L->bad = h;
+    } else {
+      mw_slot *sl = &c->slots[s];
+      const mw_u32 sib = L->children, ep = ws->epoch;
+      sl->kind = kind;
+      sl->status = MW_ST_PENDING;
+      sl->refs = 2; /* the task + its owner */
+      sl->fref = 0;
+      sl->sibling = sib;
+      L->children = s + 1;
+      if (c->status == MW_RUN_DONE) {
+        mw_complete_private(c, kind, h, MW_NONE, sib, ep, c->d);
+        L->bad = 0;
+      } else { /* the general finish, on a level set up for it */
+        mw_level_child(c, h, kind, MW_NONE, 0u, ep, sib, coff);
+        c->d++;
+        mw_finish_level(c);
+        c->d--;
+        L->bad = h;
+      }
     }
     L->naw = L->cur = 1;
   }
   __syncwarp();
   mw_run_fresh(c);
-  c->ran = h;
+  h = mw_bcast64(h);
+  c->ran = MW_FUT_IS_INLINE(h) ? 0 : h;
   fu.h = h;
   return fu;
 }
@@ -2025,6 +2055,7 @@ again:
     for (; act != NEST && L->cur < L->naw; L->cur++) {
       mw_u64 h = aw[L->cur];
       mw_u32 s = MW_FUT_SLOT(h);
+      if (MW_FUT_IS_INLINE(h)) continue; /* complete, OK */
       if (!mw_is_future(h) || s >= c->nslots) {
         if (!L->bad) L->bad = mw_is_future(h) || h == 0 ? MW_BAD_STALE : h;
         continue;
@@ -2212,6 +2243,11 @@ __device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw
     *msg = "the spawn was skipped: the spawning task was cancelled";
     return MW_ST_CANCELLED;
   }
+  if (MW_FUT_IS_INLINE(h)) {
+    *value = mw_inline_bits(h);
+    *rtype = MW_FUT_INLINE_RTYPE(h);
+    return MW_ST_OK;
+  }
   if (h != 0 && MW_FUT_SLOT(h) < c->nslots) {
     mw_slot *sl = &c->slots[MW_FUT_SLOT(h)];
     int k = mw_kid_find(c, h);
@@ -2254,8 +2290,13 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   v.bits = 0;
   v.rtype = MW_RT_I64;
   mw_u32 meta = 0;
+  if (MW_FUT_IS_INLINE(f.h)) { /* a child that ran at its spawn: the handle is the result */
+    v.bits = mw_inline_bits(f.h);
+    v.rtype = MW_FUT_INLINE_RTYPE(f.h);
+    return v;
+  }
   {
-    /* the common case first: one of the two children that completed last here, done. Every
+    /* the common case: one of the two children that completed last here, done. Every
      * lane reads the entry (the same shared words: no broadcast, no divergence) between two
      * __syncwarps: lane 0's writes of it before, and its next ones (a release) after. */
     __syncwarp();

@@ -46,6 +46,15 @@ struct future {
 #define MW_FUT_NOSLOT 0xfffffffffffffffeull
 /* The future of a spawn that a cancelled task skipped: reads as cancelled. */
 #define MW_FUT_SKIPPED 0xfffffffffffffffdull
+/* The result bits an inline handle carries (protocol.h, handles). */
+__device__ __forceinline__ mw_u64 mw_inline_bits(mw_u64 h) {
+  const mw_u32 w = (mw_u32)(h >> 32);
+  switch ((mw_u32)h & 3u) {
+  case MW_INL_SIGN: return (mw_u64)(long long)(int)w;
+  case MW_INL_HIGH: return (mw_u64)w << 32;
+  default: return w;
+  }
+}
 /* level.bad values that are not futures */
 #define MW_BAD_STALE 1ull
 #define MW_BAD_NODES 3ull
@@ -369,6 +378,22 @@ __device__ inline void mw_store_result(mw_ctx *c, double r) {
 __device__ inline void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
 __device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
 
+/* value(f) and release(f) of a child that carries its result in its handle (protocol.h,
+ * handles) read or drop it here, without a call. */
+__device__ __forceinline__ mw_val mw_value(mw_ctx *c, future f, int line) {
+  if (MW_FUT_IS_INLINE(f.h)) {
+    mw_val v;
+    v.bits = mw_inline_bits(f.h);
+    v.rtype = MW_FUT_INLINE_RTYPE(f.h);
+    return v;
+  }
+  return mw_value_of(c, f, line);
+}
+__device__ __noinline__ void mw_release(mw_ctx *c, future f);
+__device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
+  if (!MW_FUT_IS_INLINE(f.h)) mw_release(c, f);
+}
+
 /* ---- what task bodies write --------------------------------------------------------------- */
 /* _mw_kbase: the kind of the program's first task (a body's parameter): a program's tasks have
  * consecutive kinds, so its compiled code does not depend on them */
@@ -376,30 +401,34 @@ __device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
 #define _MWsn(task, ...) mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
-#define value(f) mw_value_of(_c, (f), __LINE__)
+#define value(f) mw_value(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
 #define cancelled(f) mw_cancelled_of(_c, (f))
 #define fail_code(f) mw_fail_code_of(_c, (f))
 #define fail_message(f) mw_fail_message_of(_c, (f))
 #define cancel(f) mw_cancel_of(_c, (f), __LINE__)
-#define release(f) mw_release(_c, (f))
+#define release(f) mw_release_of(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
 /* An await is a resume point k of the body's state machine. The first time through, the
  * futures are noted and looked at; the body returns when a child must run inline first or the
  * task suspends, and comes back in at case k, where the await goes on with what is left (the
- * argument expressions are not evaluated again). */
+ * argument expressions are not evaluated again). An await of one future that carries its result
+ * in its handle (a child that ran at its spawn) is complete at once: no call. */
 #define MW_AWAIT_(k, tolerant, ...)                                                          \
   do {                                                                                       \
+    bool _mw_done;                                                                           \
     {                                                                                        \
       const future _mw_fs[] = {__VA_ARGS__};                                                 \
-      if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))             \
+      _mw_done = sizeof(_mw_fs) == sizeof(future) && MW_FUT_IS_INLINE(_mw_fs[0].h) && !_c->bulk; \
+      if (!_mw_done && mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k))) \
         return _mw_ret_t();                                                                  \
     }                                                                                        \
     if (0) {                                                                                 \
     case (k):                                                                                \
+      _mw_done = false;                                                                      \
       if (mw_await_more(_c)) return _mw_ret_t();                                             \
     }                                                                                        \
-    if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                                  \
+    if (!_mw_done && mw_after_await(_c, (tolerant))) return _mw_ret_t();                     \
   } while (0)
 /* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
  * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */
