@@ -195,6 +195,17 @@ static int t_spawned_now(const mw__parsed *p, const mw__task *t) {
   return 0;
 }
 
+static const char *kind_flags(const mw__parsed *p, const mw__task *t);
+
+/* Whether the spawn-now function of task t may call its body itself (task_api.cuh,
+ * mw_direct_ok): t is pure, takes no future and returns none. */
+static int t_direct(const mw__parsed *p, const mw__task *t) {
+  if (t->ret == MW_T_FUTURE || strcmp(kind_flags(p, t), "MW_KIND_LEAF | MW_KIND_PURE")) return 0;
+  for (int k = 0; k < t->nparams; ++k)
+    if (t->params[k].type == MW_T_FUTURE) return 0;
+  return 1;
+}
+
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
   unsigned local = (unsigned)(t - at->p->tasks); /* its kind is the program's first + local */
   mw__sb_printf(b, "\n/* task %s (kind %u of the program) */\nstruct mw_args_%s {", t->name, local, t->name);
@@ -237,6 +248,20 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
         mw__sb_printf(b, "  _mw_w[%u] = _mw_handle(_mw_p%d);\n", t->params[k].offset / 8, k);
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
+    }
+    if (form == 2 && t_direct(at->p, t)) {
+      /* the body called here (the frame a local, zeroed, its arguments copied in) */
+      mw__sb_printf(b,
+                    "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)sizeof(_mw_w) - 8u, _mw_line)) {\n"
+                    "    mw_frame_%s _mw_f = mw_frame_%s();\n"
+                    "    static_cast<mw_args_%s &>(_mw_f) = *(const mw_args_%s *)_mw_w;\n",
+                    local, t->name, t->name, t->name, t->name);
+      if (t->ret == MW_T_VOID)
+        mw__sb_printf(b, "    _mw_f._mw_body(_mw_c, _mw_kb);\n"
+                         "    return mw_direct_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n  }\n", local);
+      else
+        mw__sb_printf(b, "    return mw_direct_done(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)));\n  }\n",
+                      local, rtype_name(t->ret));
     }
     if (form == 2)
       mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);
@@ -309,11 +334,12 @@ static void put_dispatch_case(mw__sb *b, const place *at, const mw__task *t, uns
 
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
+  /* a leaf never awaits: it has no resume point but the start */
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (_mw_resume(_c)) {\n  case 0:;",
-                t->name, t->name);
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (%s) {\n  case 0:;",
+                t->name, t->name, task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
@@ -356,7 +382,7 @@ static void put_prelude(mw__sb *b, const mw__gen_opts *opts, const char *what, i
   if (opts->sim && part == 2) {
     /* the link part names no lane code: the shim's qualifiers and integer types are enough, and
      * it compiles in a fraction of the time */
-    mw__sb_puts(b, "#define MW_SIM 1\n#define MW_SIM_PART 1\n"
+    mw__sb_puts(b, "#define MW_SIM 1\n#define MW_SIM_PART 1\n#define MW_SIM_LINK 1\n"
                    "typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\n"
                    "typedef unsigned int mw_u32;\ntypedef unsigned long long mw_u64;\n"
                    "typedef int mw_i32;\ntypedef long long mw_i64;\n"

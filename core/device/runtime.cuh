@@ -176,16 +176,6 @@ __device__ __forceinline__ mw_frame_hdr *mw_frame(mw_ctx *c, mw_u32 f) {
 __device__ __forceinline__ bool mw_is_future(mw_u64 h) {
   return h != 0 && h != MW_FUT_NOSLOT && h != MW_FUT_SKIPPED;
 }
-/* The inline handle of a result of type rtype with bits v (protocol.h, handles), or 0 when
- * 32 bits cannot carry v. */
-__device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
-  mw_u32 lo = (mw_u32)v, hi = (mw_u32)(v >> 32), mode;
-  if (hi == 0u) mode = MW_INL_ZERO;
-  else if (hi == 0xffffffffu && (lo >> 31)) mode = MW_INL_SIGN;
-  else if (lo == 0u) mode = MW_INL_HIGH, lo = hi;
-  else return 0;
-  return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
-}
 __device__ void mw_strcpy(char *dst, const char *src, int cap, int at) {
   int i = at;
   for (; src && *src && i < cap - 1; ++src, ++i) dst[i] = *src;
@@ -258,12 +248,7 @@ __device__ __noinline__ void mw_count_miss(mw_ctx *c, mw_u32 e, mw_u32 kind) {
 }
 /* Counts n of kind at once. Lane 0. */
 __device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which, mw_u32 n) {
-  mw_wstate *ws = MW_WS(c);
-  mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
-  mw_u32 e = k & (MW_KIND_CACHE - 1u);
-  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
-  ws->cnt[e][which] += n;
-  ws->dirty |= 1u << e;
+  mw_count_in(c, MW_WS(c), kind, which, n);
 }
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for; a retag's
@@ -1910,62 +1895,14 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_run_fresh(c);
 }
 
-/* The spawn of a child that the next statement awaits (the compiler saw 'f = spawn(t, ...);'
- * then 'await(f);' or 'try_await(f);'): nobody but this task can hold f before that await, so
- * a pure child (it never spawns, awaits, releases or cancels) runs here and now, as a plain
- * call (work-first): its arguments to the lane stack, its body, and its handle. A child that
- * ended OK with a result that fits gets an inline handle (protocol.h, handles): the slot taken
- * before its body ran goes back unseen. Otherwise the slot is its future, completed privately
- * among the warp's recent results, and c->ran tells the await that follows that f is complete
- * (its level's bad notes a failure). No record, no frame, no claim, no fence. Anything else (not
- * a pure kind, a cancellation, a stop, a woken task to nest, a trace, a bulk instance, no room
- * on the lane stack, no free slot) takes the spawn's general path, and the await then finds
- * the child as it finds any other. MW_NO_INLINE_RESULT: every child completes in its slot.
- * Collective. */
-__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
-  MW_PROBE(MW_PR_SPAWN);
-  const mw_kind_info *ki = mw_kind(kind);
-  const mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* where the general await puts it */
-  mw_u32 go = 0;
-#ifndef MW_NO_SPAWN_NOW
-  if (c->lane == 0) /* lane 0's view: a trace is lane 0's */
-    go = (ki->flags & MW_KIND_PURE) && !ki->futargs && ki->rtype != MW_RT_FUTURE && !c->bulk &&
-         !c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due &&
-         c->status == MW_RUN_DONE && c->d + 1 < MW_LEVELS && coff + ki->frame_bytes <= MW_LSTACK_BYTES;
-#endif
-  if (!mw_bcast(go)) return mw_spawn_raw(c, kind, args, 0u, false, line);
-  future fu;
-  fu.h = 0;
-  mw_u64 key = kind;
-#ifdef MW_SIM
-  for (mw_u32 i = 0; i < ki->args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
-#endif
-  if (mw_diverged(c, "spawn", line, key)) return fu;
-  mw_tick(c);
-  mw_u64 h = 0;
-  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
-    MW_PROBE(MW_PR_SLOT_INIT);
-    mw_u32 gen, s = mw_slot_alloc(c, &gen);
-    if (s != MW_NONE) h = MW_FUT_MAKE(s, gen);
-  }
-  h = mw_bcast64(h);
-  if (!h) /* what the tick brought, or no free slot: the general path says which */
-    return mw_spawn_raw(c, kind, args, 0u, false, line);
-  mw_frame_from_args((mw_u32 *)(c->stk + coff), (const mw_u32 *)args, ki, 0, 1);
-  const mw_u32 resume = c->resume;
-  c->resume = 0;
-  c->value = 0;
-  {
-    MW_PROBE(MW_PR_PURE_BODY);
-    MW_TASK_IN();
-    mw_dispatch_leaf(c, kind, c->stk + coff);
-    MW_TASK_OUT();
-  }
-  __syncwarp();
-  c->resume = resume;
+/* The end of a spawn-now whose child ran here: h is the slot taken for it (nobody has seen it),
+ * c->status and c->value the child's outcome, coff where its frame was (or would have been) on
+ * the lane stacks. Returns its future (see mw_spawn_now). Collective. */
+__device__ __forceinline__ future mw_now_finish(mw_ctx *c, mw_u32 kind, mw_u64 h, mw_u32 coff) {
   if (c->lane == 0) {
     mw_wstate *ws = MW_WS(c);
     mw_level *L = MW_LV(c);
+    const mw_kind_info *ki = mw_kind(kind);
     const mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
     mw_u64 inl = 0;
 #ifndef MW_NO_INLINE_RESULT
@@ -2003,8 +1940,77 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   mw_run_fresh(c);
   h = mw_bcast64(h);
   c->ran = MW_FUT_IS_INLINE(h) ? 0 : h;
+  future fu;
   fu.h = h;
   return fu;
+}
+
+/* The spawn of a child that the next statement awaits (the compiler saw 'f = spawn(t, ...);'
+ * then 'await(f);' or 'try_await(f);'): nobody but this task can hold f before that await, so
+ * a pure child (it never spawns, awaits, releases or cancels) runs here and now, as a plain
+ * call (work-first): its arguments to the lane stack, its body, and its handle. A child that
+ * ended OK with a result that fits gets an inline handle (protocol.h, handles): the slot taken
+ * before its body ran goes back unseen. Otherwise the slot is its future, completed privately
+ * among the warp's recent results, and c->ran tells the await that follows that f is complete
+ * (its level's bad notes a failure). No record, no frame, no claim, no fence. Anything else (not
+ * a pure kind, a cancellation, a stop, a woken task to nest, a trace, a bulk instance, no room
+ * on the lane stack, no free slot) takes the spawn's general path, and the await then finds
+ * the child as it finds any other. MW_NO_INLINE_RESULT: every child completes in its slot.
+ * (The generated spawn-now of a pure task calls the body itself when it can: task_api.cuh,
+ * mw_direct_ok; this is its way when it cannot.) Collective. */
+__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
+  MW_PROBE(MW_PR_SPAWN);
+  const mw_kind_info *ki = mw_kind(kind);
+  const mw_u32 coff = mw_round16(mw_await_off(c) + 8u); /* where the general await puts it */
+  mw_u32 go = 0;
+#ifndef MW_NO_SPAWN_NOW
+  if (c->lane == 0) /* lane 0's view: a trace is lane 0's */
+    go = (ki->flags & MW_KIND_PURE) && !ki->futargs && ki->rtype != MW_RT_FUTURE && !c->bulk &&
+         !c->cancelled && !c->nest && !c->yield && !c->trace_ev && !c->trace_due &&
+         c->status == MW_RUN_DONE && c->d + 1 < MW_LEVELS && coff + ki->frame_bytes <= MW_LSTACK_BYTES;
+#endif
+  if (!mw_bcast(go)) return mw_spawn_raw(c, kind, args, 0u, false, line);
+  future fu;
+  fu.h = 0;
+  if (mw_diverged(c, "spawn", line, mw_spawn_key(kind, args, ki->args_bytes))) return fu;
+  mw_tick(c);
+  mw_u64 h = 0;
+  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
+    MW_PROBE(MW_PR_SLOT_INIT);
+    mw_u32 gen, s = mw_slot_alloc(c, &gen);
+    if (s != MW_NONE) h = MW_FUT_MAKE(s, gen);
+  }
+  h = mw_bcast64(h);
+  if (!h) /* what the tick brought, or no free slot: the general path says which */
+    return mw_spawn_raw(c, kind, args, 0u, false, line);
+  mw_frame_from_args((mw_u32 *)(c->stk + coff), (const mw_u32 *)args, ki, 0, 1);
+  const mw_u32 resume = c->resume;
+  c->resume = 0;
+  c->value = 0;
+  {
+    MW_PROBE(MW_PR_PURE_BODY);
+    MW_TASK_IN();
+    mw_dispatch_leaf(c, kind, c->stk + coff);
+    MW_TASK_OUT();
+  }
+  __syncwarp();
+  c->resume = resume;
+  return mw_now_finish(c, kind, h, coff);
+}
+
+/* The end of a spawn-now whose body the generated code called itself (task_api.cuh,
+ * mw_direct_done) when its child failed or returned bits that no inline handle carries: the
+ * result is stored as a body's is (on sim, lanes that returned different values fail it), and
+ * the child gets the slot that mw_direct_ok saw free in the warp's cache. Collective. */
+__device__ __noinline__ future mw_now_end(mw_ctx *c, mw_u32 kind, mw_u64 bits) {
+  mw_store_bits(c, bits);
+  mw_u64 h = 0;
+  if (c->lane == 0) {
+    mw_u32 gen, s = mw_slot_alloc(c, &gen);
+    h = MW_FUT_MAKE(s, gen);
+  }
+  h = mw_bcast64(h);
+  return mw_now_finish(c, kind, h, mw_round16(mw_await_off(c) + 8u));
 }
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are

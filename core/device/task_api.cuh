@@ -151,7 +151,6 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
-__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line);
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant);
@@ -360,23 +359,104 @@ MW_VAL_ASSIGN(>>, integral)
 #undef MW_VAL_ASSIGN
 __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line);
 
-/* The body's return value as result bits (mw_store_bits). */
-template <class T> __device__ inline void mw_store_result(mw_ctx *c, T r) {
-  mw_store_bits(c, (mw_u64)(long long)r);
-}
-__device__ inline void mw_store_result(mw_ctx *c, bool r) { mw_store_bits(c, r ? 1u : 0u); }
-__device__ inline void mw_store_result(mw_ctx *c, float r) {
+/* The body's return value as result bits. */
+template <class T> __device__ __forceinline__ mw_u64 mw_result_bits(T r) { return (mw_u64)(long long)r; }
+__device__ __forceinline__ mw_u64 mw_result_bits(bool r) { return r ? 1u : 0u; }
+__device__ __forceinline__ mw_u64 mw_result_bits(float r) {
   union { float f; mw_u32 u; } x;
   x.f = r;
-  mw_store_bits(c, x.u);
+  return x.u;
 }
-__device__ inline void mw_store_result(mw_ctx *c, double r) {
+__device__ __forceinline__ mw_u64 mw_result_bits(double r) {
   union { double d; mw_u64 u; } x;
   x.d = r;
-  mw_store_bits(c, x.u);
+  return x.u;
 }
-__device__ inline void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
-__device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
+__device__ __forceinline__ mw_u64 mw_result_bits(future r) { return r.h; }
+__device__ __forceinline__ mw_u64 mw_result_bits(mw_val r) { return r.bits; }
+/* ... stored as the running task's result (mw_store_bits). */
+template <class T> __device__ inline void mw_store_result(mw_ctx *c, T r) { mw_store_bits(c, mw_result_bits(r)); }
+
+/* ---- spawn-now as a call of the body (the generated mw_spawn_now__T of a pure task) --------
+ * The generated spawn-now of a pure task of the same program with no future parameters calls
+ * its body right there, as a plain C++ call that the compiler may inline, when mw_direct_ok
+ * says the executor's spawn-now would run it at once anyway; the result becomes an inline
+ * handle here, and only a failure or a wide result goes to the executor (mw_now_end). */
+__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line);
+__device__ __noinline__ future mw_now_end(mw_ctx *c, mw_u32 kind, mw_u64 bits);
+__device__ __noinline__ void mw_count_miss(mw_ctx *c, mw_u32 e, mw_u32 kind);
+/* Counts n tasks of kind as spawned (which 0), completed (1), failed (2) or cancelled (3) in the
+ * warp's counters ws. Lane 0. */
+__device__ __forceinline__ void mw_count_in(mw_ctx *c, mw_wstate *ws, mw_u32 kind, mw_u32 which, mw_u32 n) {
+  const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
+  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
+  ws->cnt[e][which] += n;
+  ws->dirty |= 1u << e;
+}
+/* The key of a spawn for the sim's convergence check: its kind and argument bytes. */
+__device__ __forceinline__ mw_u64 mw_spawn_key(mw_u32 kind, const void *args, mw_u32 args_bytes) {
+  mw_u64 key = kind;
+#ifdef MW_SIM
+  for (mw_u32 i = 0; i < args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
+#else
+  (void)args;
+  (void)args_bytes;
+#endif
+  return key;
+}
+/* The inline handle of a result of type rtype with bits v (protocol.h, handles), or 0 when
+ * 32 bits cannot carry v. */
+__device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
+  mw_u32 lo = (mw_u32)v, hi = (mw_u32)(v >> 32), mode;
+  if (hi == 0u) mode = MW_INL_ZERO;
+  else if (hi == 0xffffffffu && (lo >> 31)) mode = MW_INL_SIGN;
+  else if (lo == 0u) mode = MW_INL_HIGH, lo = hi;
+  else return 0;
+  return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
+}
+#ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
+/* Whether a spawn-now of kind with argument struct args may call the body here: what
+ * mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to nest, trace, room for a
+ * level), no look at the clock due, and a free slot in the warp's cache for a child that fails
+ * or returns a wide result. Counts the spawn for the tick when it may (else mw_spawn_now does).
+ * On sim, lanes at different spawns, or with different arguments, go to mw_spawn_now, which
+ * fails the task saying so. Collective. */
+__device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
+#if defined(MW_NO_DIRECT_CALL) || defined(MW_NO_SPAWN_NOW)
+  (void)c, (void)kind, (void)args, (void)args_bytes, (void)line;
+  return false;
+#else
+#ifdef MW_SIM
+  if (MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes))) return false;
+#else
+  (void)kind, (void)args, (void)args_bytes, (void)line;
+#endif
+  const mw_u32 n = c->calls + 1u;
+  mw_u32 ok = (n & (MW_TICK_CALLS - 1u)) != 0u && !c->bulk && !c->cancelled && !c->nest && !c->yield &&
+              !c->trace_due && c->status == MW_RUN_DONE && c->d + 1u < MW_LEVELS;
+  if (c->lane == 0) ok = ok && !c->trace_ev && c->ws->nfree_slots != 0u;
+  if (!__shfl_sync(MW_FULL, ok, 0)) return false;
+  c->calls = n;
+  if (c->lane == 0) c->ws->progress = n;
+  return true;
+#endif
+}
+/* The future of a child whose body ran here (mw_direct_ok) and returned bits of type rtype: an
+ * inline handle when it ended OK with a result that fits; else the executor's slot. Collective. */
+__device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
+  future f;
+  f.h = 0;
+#ifndef MW_NO_INLINE_RESULT
+  if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
+#endif
+  if (!f.h) return mw_now_end(c, kind, bits);
+  if (c->lane == 0) {
+    mw_count_in(c, c->ws, kind, 0u, 1u);
+    mw_count_in(c, c->ws, kind, 1u, 1u);
+  }
+  return f;
+}
+#endif
 
 /* value(f) and release(f) of a child that carries its result in its handle (protocol.h,
  * handles) read or drop it here, without a call. */
