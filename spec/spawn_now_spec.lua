@@ -199,6 +199,87 @@ support.each_backend(function(backend)
   end)
 end)
 
+-- A bulk task that the next statement awaits: its spawner runs up to four instances itself,
+-- more go to the workers; every instance runs once either way, and the first failure is the
+-- task's.
+local BULK = [[
+task void mark(int *x, int n, int bad) {
+  if (lane == 0) x[index] += (int)index + 1;
+  if ((int)index == bad) fail(11, "instance failed on purpose");
+}
+task long marks(int *x, int n, int bad) {
+  local future f;
+  local long s;
+  local int i;
+  f = spawn_bulk(mark, n, x, n, bad);
+  try_await(f);
+  s = 0;
+  for (i = 0; i < n; ++i) s = s * 10 + x[i];
+  if (failed(f)) return -(s * 100 + fail_code(f));
+  return s;
+}
+task long strict_marks(int *x, int n, int bad) {
+  local future f;
+  f = spawn_bulk(mark, n, x, n, bad);
+  await(f);
+  return 1;
+}
+]]
+
+support.each_backend(function(backend)
+  describe("a bulk task awaited by the next statement", function()
+    local rt, prog
+    setup(function()
+      rt = support.runtime(backend)
+      prog = support.compile(rt, BULK, "bulk_now.cu")
+    end)
+    teardown(function() rt:close() end)
+
+    local function zeros(n)
+      local x = rt:buffer("int32", math.max(n, 1))
+      local t = {}
+      for i = 1, math.max(n, 1) do t[i] = 0 end
+      x:write(t)
+      return x
+    end
+    local function digits(n)
+      local s = 0
+      for i = 1, n do s = s * 10 + i end
+      return s
+    end
+
+    it("runs each instance once, few or many", function()
+      for n = 0, 7 do
+        local x = zeros(n)
+        local before = rt:stats().tasks.mark
+        assert.equals(digits(n), prog.marks(x, n, -1):await(30), n)
+        local after = rt:stats().tasks.mark
+        assert.equals(1, after.spawned - before.spawned, n)
+        assert.equals(1, after.completed - before.completed, n)
+        x:close()
+      end
+    end)
+
+    it("runs the instances after a failed one, and fails with the first failure", function()
+      for n = 1, 6 do
+        for bad = 0, n - 1 do
+          local x = zeros(n)
+          local before = rt:stats().tasks.mark
+          assert.equals(-(digits(n) * 100 + 11), prog.marks(x, n, bad):await(30), n .. " " .. bad)
+          assert.equals(1, rt:stats().tasks.mark.failed - before.failed)
+          x:close()
+        end
+      end
+      local x = zeros(3)
+      local f = prog.strict_marks(x, 3, 1)
+      local err = support.error_of(f.await, f, 30)
+      assert.truthy(tostring(err):find("mark: instance failed on purpose", 1, true), err)
+      x:close()
+      assert.equals(0, rt:stats().in_flight)
+    end)
+  end)
+end)
+
 describe("the compiler #sim", function()
   -- which spawns it compiles as spawn-now: the generated source names them _MWsn
   local dir
@@ -235,6 +316,7 @@ describe("the compiler #sim", function()
   it("marks a spawn that the next statement awaits, and no other", function()
     local text = generated([[
 task int k(int x) { return x; }
+task void v(int x) { if (x < 0) fail(1, "never"); }
 task int t(int x) {
   local future a, b;
   a = spawn(k, 1);
@@ -251,12 +333,19 @@ task int t(int x) {
   a = spawn(k, 6); b = spawn(k, 7);
   await_all(a, b);
   { a = spawn(k, 8); } await(a);
-  return value(a);
+  a = spawn_bulk(v, 2, 9);
+  await(a);
+  a = spawn_bulk(v, 2, 10);
+  x++;
+  await(a);
+  return value(b);
 }
 ]])
     local marked = {}
     for n in text:gmatch("_MWsn%(k, (%d)%)") do marked[#marked + 1] = tonumber(n) end
     assert.same({ 1, 2 }, marked)
     for n = 3, 8 do assert.truthy(text:find("spawn(k, " .. n .. ")", 1, true), n) end
+    assert.truthy(text:find("_MWsn_bulk(v, 2, 9)", 1, true))
+    assert.truthy(text:find("  a = spawn_bulk(v, 2, 10);", 1, true))
   end)
 end)

@@ -2739,11 +2739,6 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
   mw_dispatch_leaf(c, kind, frame);
 }
 
-/* A level that joins a bulk task of at most this many instances runs them all itself, with no
- * claims or invitations (0: it always claims and invites as the workers do, to compare). */
-#ifndef MW_JOIN_ALONE
-#define MW_JOIN_ALONE 4u
-#endif
 
 /* A claim takes 1 / MW_BULK_CHUNK_DIV of a worker's fair share of the instances, at most
  * MW_BULK_CHUNK_MAX and at least 1 */

@@ -414,6 +414,12 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
   else return 0;
   return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
 }
+/* A level that joins a bulk task of at most this many instances runs them all itself, with no
+ * claims or invitations (0: it always claims and invites as the workers do, to compare); a
+ * spawn-now of a bulk task of a pure kind of at most this many calls their bodies itself. */
+#ifndef MW_JOIN_ALONE
+#define MW_JOIN_ALONE 4u
+#endif
 #ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
 /* Whether a spawn-now of kind with argument struct args may call the body here: what
  * mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to nest, trace, room for a
@@ -456,6 +462,38 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   }
   return f;
 }
+/* The instances of a bulk task that its spawner runs here, one after the other (the generated
+ * mw_spawn_now_bulk__T, at most MW_JOIN_ALONE of them): every instance runs, as on the workers,
+ * and the first failure is the task's. */
+struct mw_direct_bulk {
+  mw_u32 failed;
+  int code;
+  const char *msg;
+};
+__device__ __forceinline__ void mw_direct_instance(mw_ctx *c, mw_u32 i) {
+  c->bulk = 1;
+  c->index = i;
+}
+__device__ __forceinline__ void mw_direct_instance_end(mw_ctx *c, mw_direct_bulk *r) {
+  if (c->status == MW_RUN_DONE) return;
+  if (!r->failed) {
+    r->failed = 1;
+    r->code = c->fail_code;
+    r->msg = c->fail_msg;
+  }
+  c->status = MW_RUN_DONE;
+}
+__device__ __forceinline__ future mw_direct_bulk_done(mw_ctx *c, mw_u32 kind, const mw_direct_bulk *r) {
+  c->bulk = 0;
+  c->index = 0;
+  if (r->failed) {
+    c->status = MW_RUN_FAIL;
+    c->fail_code = r->code;
+    c->fail_msg = r->msg;
+    c->fail_fut = 0;
+  }
+  return mw_direct_done(c, kind, MW_RT_VOID, 0u);
+}
 #endif
 
 /* value(f) and release(f) of a child that carries its result in its handle (protocol.h,
@@ -481,6 +519,7 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
 #define _MWsn(task, ...) mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
+#define _MWsn_bulk(task, n, ...) mw_spawn_now_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 #define value(f) mw_value(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
 #define cancelled(f) mw_cancelled_of(_c, (f))
@@ -489,6 +528,11 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 #define cancel(f) mw_cancel_of(_c, (f), __LINE__)
 #define release(f) mw_release_of(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
+/* Whether an await of fs[0..n) is complete at once: one future that carries its result in its
+ * handle (a child that ran at its spawn), outside a bulk instance (which cannot await). */
+__device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
+  return n == 1u && MW_FUT_IS_INLINE(fs[0].h) && !c->bulk;
+}
 /* An await is a resume point k of the body's state machine. The first time through, the
  * futures are noted and looked at; the body returns when a child must run inline first or the
  * task suspends, and comes back in at case k, where the await goes on with what is left (the
@@ -499,7 +543,7 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
     bool _mw_done;                                                                           \
     {                                                                                        \
       const future _mw_fs[] = {__VA_ARGS__};                                                 \
-      _mw_done = sizeof(_mw_fs) == sizeof(future) && MW_FUT_IS_INLINE(_mw_fs[0].h) && !_c->bulk; \
+      _mw_done = mw_await_done(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)));     \
       if (!_mw_done && mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k))) \
         return _mw_ret_t();                                                                  \
     }                                                                                        \
