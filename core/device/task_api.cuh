@@ -393,6 +393,14 @@ __device__ __forceinline__ void mw_count_in(mw_ctx *c, mw_wstate *ws, mw_u32 kin
   ws->cnt[e][which] += n;
   ws->dirty |= 1u << e;
 }
+/* Counts a task of kind as spawned and completed at once (a child run at its spawn). Lane 0. */
+__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
+  const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
+  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
+  ws->cnt[e][0] += 1u;
+  ws->cnt[e][1] += 1u;
+  ws->dirty |= 1u << e;
+}
 /* The key of a spawn for the sim's convergence check: its kind and argument bytes. */
 __device__ __forceinline__ mw_u64 mw_spawn_key(mw_u32 kind, const void *args, mw_u32 args_bytes) {
   mw_u64 key = kind;
@@ -437,11 +445,13 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 #else
   (void)kind, (void)args, (void)args_bytes, (void)line;
 #endif
+  /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
   const mw_u32 n = c->calls + 1u;
-  mw_u32 ok = (n & (MW_TICK_CALLS - 1u)) != 0u && !c->bulk && !c->cancelled && !c->nest && !c->yield &&
-              !c->trace_due && c->status == MW_RUN_DONE && c->d + 1u < MW_LEVELS;
-  if (c->lane == 0) ok = ok && !c->trace_ev && c->ws->nfree_slots != 0u;
-  if (!__shfl_sync(MW_FULL, ok, 0)) return false;
+  const mw_wstate *ws = c->ws;
+  const mw_u32 busy = c->bulk | c->cancelled | c->nest | c->yield | c->trace_due | (mw_u32)c->status |
+                      (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
+                      (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u);
+  if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
   if (c->lane == 0) c->ws->progress = n;
   return true;
@@ -456,10 +466,7 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
   if (!f.h) return mw_now_end(c, kind, bits);
-  if (c->lane == 0) {
-    mw_count_in(c, c->ws, kind, 0u, 1u);
-    mw_count_in(c, c->ws, kind, 1u, 1u);
-  }
+  if (c->lane == 0) mw_count_ran(c, c->ws, kind);
   return f;
 }
 /* The instances of a bulk task that its spawner runs here, one after the other (the generated
