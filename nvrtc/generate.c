@@ -249,43 +249,46 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
                   form_names[form], t->name, bulk ? ", unsigned long long _mw_n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
-    mw__sb_printf(b, ") {\n  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
+    mw__sb_puts(b, ") {\n");
+    if (form >= 2 && t_direct(at->p, t)) {
+      /* the body called here: its arguments (registers, unless the sim's check reads them) into
+       * a frame that is a local, zeroed; a bulk task's instances, at most MW_JOIN_ALONE, one
+       * after the other */
+      mw__sb_printf(b, "  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
+      for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+      if (form == 2) {
+        mw__sb_printf(b,
+                      "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n"
+                      "    mw_frame_%s _mw_f = mw_frame_%s();\n"
+                      "    static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n",
+                      local, t->name, t->name, t->name);
+        if (t->ret == MW_T_VOID)
+          mw__sb_printf(b, "    _mw_f._mw_body(_mw_c, _mw_kb);\n"
+                           "    return mw_direct_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n  }\n", local);
+        else
+          mw__sb_printf(b, "    return mw_direct_done(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)));\n  }\n",
+                        local, rtype_name(t->ret));
+      } else {
+        mw__sb_printf(b,
+                      "  if (_mw_n - 1ull < MW_JOIN_ALONE && mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), _mw_n, _mw_line)) {\n"
+                      "    mw_direct_bulk _mw_r = mw_direct_bulk();\n"
+                      "    for (mw_u32 _mw_i = 0; _mw_i < (mw_u32)_mw_n; ++_mw_i) {\n"
+                      "      mw_frame_%s _mw_f = mw_frame_%s();\n"
+                      "      static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n"
+                      "      mw_direct_instance(_mw_c, _mw_i);\n"
+                      "      _mw_f._mw_body(_mw_c, _mw_kb);\n"
+                      "      mw_direct_instance_end(_mw_c, &_mw_r);\n"
+                      "    }\n"
+                      "    return mw_direct_bulk_done(_mw_c, _mw_kb + %uu, &_mw_r);\n  }\n",
+                      local, t->name, t->name, t->name, local);
+      }
+    }
+    mw__sb_printf(b, "  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
     for (int k = 0; k < t->nparams; ++k) {
       if (t->params[k].type == MW_T_FUTURE)
         mw__sb_printf(b, "  _mw_w[%u] = _mw_handle(_mw_p%d);\n", t->params[k].offset / 8, k);
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
-    }
-    if (form == 2 && t_direct(at->p, t)) {
-      /* the body called here (the frame a local, zeroed, its arguments copied in) */
-      mw__sb_printf(b,
-                    "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)sizeof(_mw_w) - 8u, _mw_line)) {\n"
-                    "    mw_frame_%s _mw_f = mw_frame_%s();\n"
-                    "    static_cast<mw_args_%s &>(_mw_f) = *(const mw_args_%s *)_mw_w;\n",
-                    local, t->name, t->name, t->name, t->name);
-      if (t->ret == MW_T_VOID)
-        mw__sb_printf(b, "    _mw_f._mw_body(_mw_c, _mw_kb);\n"
-                         "    return mw_direct_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n  }\n", local);
-      else
-        mw__sb_printf(b, "    return mw_direct_done(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)));\n  }\n",
-                      local, rtype_name(t->ret));
-    }
-    if (form == 3 && t_direct(at->p, t)) {
-      /* at most MW_JOIN_ALONE instances run here, one after the other (the count in the word
-       * after the arguments, for the sim's check that the lanes agree) */
-      mw__sb_printf(b,
-                    "  _mw_w[sizeof(_mw_w) / 8 - 1] = _mw_n;\n"
-                    "  if (_mw_n - 1ull < MW_JOIN_ALONE && mw_direct_ok(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)sizeof(_mw_w), _mw_line)) {\n"
-                    "    mw_direct_bulk _mw_r = mw_direct_bulk();\n"
-                    "    for (mw_u32 _mw_i = 0; _mw_i < (mw_u32)_mw_n; ++_mw_i) {\n"
-                    "      mw_frame_%s _mw_f = mw_frame_%s();\n"
-                    "      static_cast<mw_args_%s &>(_mw_f) = *(const mw_args_%s *)_mw_w;\n"
-                    "      mw_direct_instance(_mw_c, _mw_i);\n"
-                    "      _mw_f._mw_body(_mw_c, _mw_kb);\n"
-                    "      mw_direct_instance_end(_mw_c, &_mw_r);\n"
-                    "    }\n"
-                    "    return mw_direct_bulk_done(_mw_c, _mw_kb + %uu, &_mw_r);\n  }\n",
-                    local, t->name, t->name, t->name, t->name, local);
     }
     if (form == 2)
       mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);

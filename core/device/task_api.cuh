@@ -429,21 +429,22 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
 #define MW_JOIN_ALONE 4u
 #endif
 #ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
-/* Whether a spawn-now of kind with argument struct args may call the body here: what
- * mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to nest, trace, room for a
- * level), no look at the clock due, and a free slot in the warp's cache for a child that fails
- * or returns a wide result. Counts the spawn for the tick when it may (else mw_spawn_now does).
+/* Whether a spawn-now of kind with argument struct args (and extra: a bulk task's count) may
+ * call the body here: what mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to
+ * nest, trace, room for a level), no look at the clock due, and a free slot in the warp's cache
+ * for a child that fails or returns a wide result. Counts the spawn for the tick when it may (else mw_spawn_now does).
  * On sim, lanes at different spawns, or with different arguments, go to mw_spawn_now, which
  * fails the task saying so. Collective. */
-__device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
+__device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes,
+                                             mw_u64 extra, int line) {
 #if defined(MW_NO_DIRECT_CALL) || defined(MW_NO_SPAWN_NOW)
-  (void)c, (void)kind, (void)args, (void)args_bytes, (void)line;
+  (void)c, (void)kind, (void)args, (void)args_bytes, (void)extra, (void)line;
   return false;
 #else
 #ifdef MW_SIM
-  if (MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes))) return false;
+  if (MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes) ^ extra)) return false;
 #else
-  (void)kind, (void)args, (void)args_bytes, (void)line;
+  (void)kind, (void)args, (void)args_bytes, (void)extra, (void)line;
 #endif
   /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
   const mw_u32 n = c->calls + 1u;
