@@ -186,13 +186,30 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
   for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
-/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_task):
- * then t gets a spawn-now function beside its spawn functions. */
-static int t_spawned_now(const mw__parsed *p, const mw__task *t) {
+/* Whether spawn-now site k of task t (mw__task.now_at) is a spawn_bulk. */
+static int now_bulk(const mw__parsed *p, const mw__task *t, int k) {
+  return !strncmp(p->src + t->now_at[k], "spawn_bulk", 10);
+}
+
+/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_task),
+ * with spawn_bulk (bulk) or spawn: then t gets a spawn-now function of that form beside its
+ * spawn functions. */
+static int t_spawned_now(const mw__parsed *p, const mw__task *t, int bulk) {
   for (int i = 0; i < p->ntasks; ++i)
     for (int k = 0; k < p->tasks[i].nnow; ++k)
-      if (p->tasks[i].now_task[k] == (int)(t - p->tasks)) return 1;
+      if (p->tasks[i].now_task[k] == (int)(t - p->tasks) && now_bulk(p, &p->tasks[i], k) == bulk) return 1;
   return 0;
+}
+
+static const char *kind_flags(const mw__parsed *p, const mw__task *t);
+
+/* Whether the spawn-now function of task t may call its body itself (task_api.cuh,
+ * mw_direct_ok): t is pure, takes no future and returns none. */
+static int t_direct(const mw__parsed *p, const mw__task *t) {
+  if (t->ret == MW_T_FUTURE || strcmp(kind_flags(p, t), "MW_KIND_LEAF | MW_KIND_PURE")) return 0;
+  for (int k = 0; k < t->nparams; ++k)
+    if (t->params[k].type == MW_T_FUTURE) return 0;
+  return 1;
 }
 
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
@@ -225,13 +242,48 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                 t->name, t->name);
   /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
    * their own are reserved ones: the program's defines are in force here) */
-  for (int form = 0; form < 3; ++form) { /* spawn, spawn_bulk, and spawn-now (awaited next) */
-    int bulk = form == 1;
-    if (form == 2 && !t_spawned_now(at->p, t)) break;
+  static const char *const form_names[] = {"", "_bulk", "_now", "_now_bulk"};
+  for (int form = 0; form < 4; ++form) { /* spawn, spawn_bulk, and their spawn-now (awaited next) */
+    int bulk = form == 1 || form == 3;
+    if (form >= 2 && !t_spawned_now(at->p, t, form == 3)) continue;
     mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
-                  form == 2 ? "_now" : bulk ? "_bulk" : "", t->name, bulk ? ", unsigned long long _mw_n" : "");
+                  form_names[form], t->name, bulk ? ", unsigned long long _mw_n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
-    mw__sb_printf(b, ") {\n  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
+    mw__sb_puts(b, ") {\n");
+    if (form >= 2 && t_direct(at->p, t)) {
+      /* the body called here: its arguments (registers, unless the sim's check reads them) into
+       * a frame that is a local, zeroed; a bulk task's instances, at most MW_JOIN_ALONE, one
+       * after the other */
+      mw__sb_printf(b, "  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
+      for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+      if (form == 2) {
+        mw__sb_printf(b,
+                      "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n"
+                      "    mw_frame_%s _mw_f = mw_frame_%s();\n"
+                      "    static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n",
+                      local, t->name, t->name, t->name);
+        if (t->ret == MW_T_VOID)
+          mw__sb_printf(b, "    _mw_f._mw_body(_mw_c, _mw_kb);\n"
+                           "    return mw_direct_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n  }\n", local);
+        else
+          mw__sb_printf(b, "    return mw_direct_done(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)));\n  }\n",
+                        local, rtype_name(t->ret));
+      } else {
+        mw__sb_printf(b,
+                      "  if (_mw_n - 1ull < MW_JOIN_ALONE && mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), _mw_n, _mw_line)) {\n"
+                      "    mw_direct_bulk _mw_r = mw_direct_bulk();\n"
+                      "    for (mw_u32 _mw_i = 0; _mw_i < (mw_u32)_mw_n; ++_mw_i) {\n"
+                      "      mw_frame_%s _mw_f = mw_frame_%s();\n"
+                      "      static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n"
+                      "      mw_direct_instance(_mw_c, _mw_i);\n"
+                      "      _mw_f._mw_body(_mw_c, _mw_kb);\n"
+                      "      mw_direct_instance_end(_mw_c, &_mw_r);\n"
+                      "    }\n"
+                      "    return mw_direct_bulk_done(_mw_c, _mw_kb + %uu, &_mw_r);\n  }\n",
+                      local, t->name, t->name, t->name, local);
+      }
+    }
+    mw__sb_printf(b, "  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
     for (int k = 0; k < t->nparams; ++k) {
       if (t->params[k].type == MW_T_FUTURE)
         mw__sb_printf(b, "  _mw_w[%u] = _mw_handle(_mw_p%d);\n", t->params[k].offset / 8, k);
@@ -240,6 +292,8 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     }
     if (form == 2)
       mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);
+    else if (form == 3)
+      mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)_mw_n, true, _mw_line);\n}\n", local);
     else
       mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
                     bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
@@ -309,23 +363,25 @@ static void put_dispatch_case(mw__sb *b, const place *at, const mw__task *t, uns
 
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
+  /* a leaf never awaits: it has no resume point but the start */
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (_mw_resume(_c)) {\n  case 0:;",
-                t->name, t->name);
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (%s) {\n  case 0:;",
+                t->name, t->name, task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
   while (col > 0 && p->src[col - 1] != '\n') --col;
   for (size_t k = col; k < t->body_start; ++k) mw__sb_puts(b, " ");
-  /* the body as written; a spawn that the next statement awaits becomes _MWsn, a word of the
-   * same length (task_api.cuh), so that lines and columns stay the user's */
+  /* the body as written; a spawn that the next statement awaits becomes _MWsn (spawn_bulk:
+   * _MWsn_bulk), a word of the same length (task_api.cuh), so that lines and columns stay the
+   * user's */
   size_t from = t->body_start;
   for (int k = 0; k < t->nnow; ++k) {
     mw__sb_put(b, p->src + from, t->now_at[k] - from);
-    mw__sb_puts(b, "_MWsn");
-    from = t->now_at[k] + 5;
+    mw__sb_puts(b, now_bulk(p, t, k) ? "_MWsn_bulk" : "_MWsn");
+    from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
   }
   mw__sb_put(b, p->src + from, t->body_end + 1 - from);
   mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n");
@@ -356,7 +412,7 @@ static void put_prelude(mw__sb *b, const mw__gen_opts *opts, const char *what, i
   if (opts->sim && part == 2) {
     /* the link part names no lane code: the shim's qualifiers and integer types are enough, and
      * it compiles in a fraction of the time */
-    mw__sb_puts(b, "#define MW_SIM 1\n#define MW_SIM_PART 1\n"
+    mw__sb_puts(b, "#define MW_SIM 1\n#define MW_SIM_PART 1\n#define MW_SIM_LINK 1\n"
                    "typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\n"
                    "typedef unsigned int mw_u32;\ntypedef unsigned long long mw_u64;\n"
                    "typedef int mw_i32;\ntypedef long long mw_i64;\n"

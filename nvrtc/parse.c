@@ -979,12 +979,13 @@ static int check_await_args(scan *sc, const mw__task *t, const toks *T, int i) {
 }
 
 /* Whether tokens i.. are a spawn that the next statement awaits: 'f = spawn(t, ...); await(f);'
- * (or try_await), f a plain name, the assignment a statement of its own (after ';', '{' or '}':
- * not the body of an if or a loop without braces). Nobody but the task can hold f before that
- * await, so the child may run at once, as a call (work-first). */
+ * or 'f = spawn_bulk(t, n, ...); await(f);' (or try_await), f a plain name, the assignment a
+ * statement of its own (after ';', '{' or '}': not the body of an if or a loop without braces).
+ * Nobody but the task can hold f before that await, so the child may run at once, as a call
+ * (work-first). */
 static int spawn_awaited_next(const scan *sc, const toks *T, int i) {
-  static const char *const spawns[] = {"spawn"}, *const waits[] = {"await", "try_await"};
-  if (i < 2 || !is_call(sc, T, i, spawns, 1) || T->v[i + 1].match < 0) return 0;
+  static const char *const spawns[] = {"spawn", "spawn_bulk"}, *const waits[] = {"await", "try_await"};
+  if (i < 2 || !is_call(sc, T, i, spawns, 2) || T->v[i + 1].match < 0) return 0;
   const tok *f = &T->v[i - 2];
   if (f->kind != TK_ID || !tk_is(sc, &T->v[i - 1], "=")) return 0;
   if (i >= 3 && !tk_is(sc, &T->v[i - 3], ";") && !tk_is(sc, &T->v[i - 3], "{") &&

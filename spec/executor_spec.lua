@@ -390,6 +390,11 @@ describe("sim checks what hardware cannot #sim", function()
     { name = "lanes that return different values",
       src = "task int t(int u) { return lane; }\n",
       want = "t: lanes returned different values" },
+    { name = "a child run at its spawn whose lanes return different values",
+      src = "task int leaf(int x) { return x + lane; }\n"
+        .. "task int t(int u) {\n  local future f;\n  f = spawn(leaf, 1);\n"
+        .. "  await(f);\n  return value(f);\n}\n",
+      want = "leaf: lanes returned different values" },
   }
   for _, case in ipairs(cases) do
     it("fails the task on " .. case.name, function()

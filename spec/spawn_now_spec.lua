@@ -96,6 +96,190 @@ support.each_backend(function(backend)
   end)
 end)
 
+-- A child that ran at its spawn and ended OK carries a result that 32 bits can hold in its
+-- handle, with no future slot; a wider one, or a failure, takes a slot. Either way the task and
+-- the host read the same value, of every result type.
+local TYPES = [[
+task long id_long(long x) { return x; }
+task unsigned long id_ulong(unsigned long x) { return x; }
+task int id_int(int x) { return x; }
+task unsigned id_uint(unsigned x) { return x; }
+task char id_char(char x) { return x; }
+task bool id_bool(bool x) { return x; }
+task float id_float(float x) { return x; }
+task double id_double(double x) { return x; }
+task long via_long(long x) { local future f; f = spawn(id_long, x); await(f); return value(f); }
+task unsigned long via_ulong(unsigned long x) { local future f; f = spawn(id_ulong, x); await(f); return value(f); }
+task int via_int(int x) { local future f; f = spawn(id_int, x); await(f); return value(f); }
+task unsigned via_uint(unsigned x) { local future f; f = spawn(id_uint, x); await(f); return value(f); }
+task char via_char(char x) { local future f; f = spawn(id_char, x); await(f); return value(f); }
+task bool via_bool(bool x) { local future f; f = spawn(id_bool, x); await(f); return value(f); }
+task float via_float(float x) { local future f; f = spawn(id_float, x); await(f); return value(f); }
+task double via_double(double x) { local future f; f = spawn(id_double, x); await(f); return value(f); }
+// the same future read once more: handed to a task, awaited with another, cancelled, looked at
+task double peek(future f) { await(f); return (double)value(f); }
+task double handed(double x) {
+  local future f, g, h;
+  f = spawn(id_double, x);
+  await(f);
+  g = spawn(peek, f);
+  h = spawn(id_double, x + 1.0);
+  await_all(g, f, h);
+  if (cancel(f) || failed(f) || cancelled(f) || fail_code(f) != 0) return -1.0;
+  release(f);
+  return value(g) + value(h);
+}
+// n spawns with a result of each width, on a runtime of few future slots
+task long churn(int n) {
+  local future f;
+  local int i;
+  local long s;
+  s = 0;
+  for (i = 0; i < n; ++i) {
+    f = spawn(id_long, (i & 1) ? (long)i : (long)i << 40 | 7);
+    await(f);
+    s += value(f) & 0xffff;
+    release(f);
+  }
+  return s;
+}
+]]
+
+support.each_backend(function(backend)
+  describe("a child that ran at its spawn", function()
+    local rt, prog
+    setup(function()
+      rt = support.runtime(backend, { capacity = 64 })
+      prog = support.compile(rt, TYPES, "inline_results.cu")
+    end)
+    teardown(function() rt:close() end)
+
+    it("gives its result exactly, narrow or wide, of every type", function()
+      local cases = {
+        long = { 0LL, 5LL, -5LL, 2147483647LL, -2147483648LL, 2147483648LL, -2147483649LL,
+                 2LL ^ 40, -(2LL ^ 40), 2LL ^ 40 + 1, 0x7fffffffffffffffLL, -0x8000000000000000LL },
+        ulong = { 0ULL, 4294967295ULL, 4294967296ULL, 0xffffffffffffffffULL, 0x8000000000000000ULL,
+                  0xfffffffe00000001ULL },
+        int = { 0, 1, -1, 2147483647, -2147483648 },
+        uint = { 0, 1, 2147483648, 4294967295 },
+        char = { 0, 100, -3, -128 },
+        bool = { true, false },
+        float = { 0, -1.5, 3.25, -0.0, 1 / 0 },
+        double = { 0, 1.0, 0.5, -0.0, 0.1, -2.75, 1e300, -1 / 0, 2 ^ 40 + 0.125 },
+      }
+      for ty, values in pairs(cases) do
+        for _, v in ipairs(values) do
+          local got = prog["via_" .. ty](v):await(30)
+          assert.equals(v, got, ty .. " " .. tostring(v))
+          if ty == "double" or ty == "float" then -- the sign of a zero too
+            assert.equals(1 / v, 1 / got, ty .. " " .. tostring(v))
+          end
+        end
+      end
+      assert.is_true(prog.via_double(0 / 0):await(30) ~= prog.via_double(0 / 0):await(30)) -- NaN
+    end)
+
+    it("is complete and OK to every reader, and can be handed on", function()
+      assert.equals(2.5 + 3.5, prog.handed(2.5):await(30))
+      assert.equals(0.1 + 1.1, prog.handed(0.1):await(30)) -- a wide result: in a slot
+      assert.equals(0, rt:stats().in_flight)
+    end)
+
+    it("leaves no future slot behind, with narrow and wide results", function()
+      local n = 20000
+      local s = 0
+      for i = 0, n - 1 do s = s + (i % 2 == 1 and i % 65536 or 7) end
+      local before = rt:stats().tasks.id_long
+      assert.equals(s, prog.churn(n):await(60))
+      local after = rt:stats().tasks.id_long
+      assert.equals(n, after.spawned - before.spawned)
+      assert.equals(n, after.completed - before.completed)
+      assert.equals(0, rt:stats().in_flight)
+    end)
+  end)
+end)
+
+-- A bulk task that the next statement awaits: its spawner runs up to four instances itself,
+-- more go to the workers; every instance runs once either way, and the first failure is the
+-- task's.
+local BULK = [[
+task void mark(int *x, int n, int bad) {
+  if (lane == 0) x[index] += (int)index + 1;
+  if ((int)index == bad) fail(11, "instance failed on purpose");
+}
+task long marks(int *x, int n, int bad) {
+  local future f;
+  local long s;
+  local int i;
+  f = spawn_bulk(mark, n, x, n, bad);
+  try_await(f);
+  s = 0;
+  for (i = 0; i < n; ++i) s = s * 10 + x[i];
+  if (failed(f)) return -(s * 100 + fail_code(f));
+  return s;
+}
+task long strict_marks(int *x, int n, int bad) {
+  local future f;
+  f = spawn_bulk(mark, n, x, n, bad);
+  await(f);
+  return 1;
+}
+]]
+
+support.each_backend(function(backend)
+  describe("a bulk task awaited by the next statement", function()
+    local rt, prog
+    setup(function()
+      rt = support.runtime(backend)
+      prog = support.compile(rt, BULK, "bulk_now.cu")
+    end)
+    teardown(function() rt:close() end)
+
+    local function zeros(n)
+      local x = rt:buffer("int32", math.max(n, 1))
+      local t = {}
+      for i = 1, math.max(n, 1) do t[i] = 0 end
+      x:write(t)
+      return x
+    end
+    local function digits(n)
+      local s = 0
+      for i = 1, n do s = s * 10 + i end
+      return s
+    end
+
+    it("runs each instance once, few or many", function()
+      for n = 0, 7 do
+        local x = zeros(n)
+        local before = rt:stats().tasks.mark
+        assert.equals(digits(n), prog.marks(x, n, -1):await(30), n)
+        local after = rt:stats().tasks.mark
+        assert.equals(1, after.spawned - before.spawned, n)
+        assert.equals(1, after.completed - before.completed, n)
+        x:close()
+      end
+    end)
+
+    it("runs the instances after a failed one, and fails with the first failure", function()
+      for n = 1, 6 do
+        for bad = 0, n - 1 do
+          local x = zeros(n)
+          local before = rt:stats().tasks.mark
+          assert.equals(-(digits(n) * 100 + 11), prog.marks(x, n, bad):await(30), n .. " " .. bad)
+          assert.equals(1, rt:stats().tasks.mark.failed - before.failed)
+          x:close()
+        end
+      end
+      local x = zeros(3)
+      local f = prog.strict_marks(x, 3, 1)
+      local err = support.error_of(f.await, f, 30)
+      assert.truthy(tostring(err):find("mark: instance failed on purpose", 1, true), err)
+      x:close()
+      assert.equals(0, rt:stats().in_flight)
+    end)
+  end)
+end)
+
 describe("the compiler #sim", function()
   -- which spawns it compiles as spawn-now: the generated source names them _MWsn
   local dir
@@ -132,6 +316,7 @@ describe("the compiler #sim", function()
   it("marks a spawn that the next statement awaits, and no other", function()
     local text = generated([[
 task int k(int x) { return x; }
+task void v(int x) { if (x < 0) fail(1, "never"); }
 task int t(int x) {
   local future a, b;
   a = spawn(k, 1);
@@ -148,12 +333,19 @@ task int t(int x) {
   a = spawn(k, 6); b = spawn(k, 7);
   await_all(a, b);
   { a = spawn(k, 8); } await(a);
-  return value(a);
+  a = spawn_bulk(v, 2, 9);
+  await(a);
+  a = spawn_bulk(v, 2, 10);
+  x++;
+  await(a);
+  return value(b);
 }
 ]])
     local marked = {}
     for n in text:gmatch("_MWsn%(k, (%d)%)") do marked[#marked + 1] = tonumber(n) end
     assert.same({ 1, 2 }, marked)
     for n = 3, 8 do assert.truthy(text:find("spawn(k, " .. n .. ")", 1, true), n) end
+    assert.truthy(text:find("_MWsn_bulk(v, 2, 9)", 1, true))
+    assert.truthy(text:find("  a = spawn_bulk(v, 2, 10);", 1, true))
   end)
 end)

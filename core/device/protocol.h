@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 8
+#define MW_PROTOCOL_VERSION 9
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -50,6 +50,20 @@
 #define MW_FUT_SLOT(h) ((mw_u32)((h)&0xffffffffu) - 1u)
 #define MW_FUT_GEN(h) ((mw_u32)((h) >> 32))
 #define MW_FUT_MAKE(slot, gen) ((((mw_u64)(gen)) << 32) | (mw_u64)((slot) + 1u))
+/* An inline result: a child that ran at its spawn (spawn-now, below) and completed OK with a
+ * result that 32 bits can carry has no slot: its handle is the result. Low word: the tag in bits
+ * 16-31 (no slot index reaches it: the runtime refuses such a capacity), the result type in
+ * bits 8-15, in bits 0-1 how the high word gives the 64 result bits: MW_INL_ZERO zero-extended,
+ * MW_INL_SIGN sign-extended, MW_INL_HIGH the result's high word (its low word is 0, as for
+ * doubles like 1.0 or 0.5). Every reader of a handle takes it as a future complete OK; there is
+ * nothing to hold, release or cancel. */
+#define MW_FUT_INLINE_TAG 0xfffe0000u
+#define MW_FUT_IS_INLINE(h) (((mw_u32)(h)&0xffff0000u) == MW_FUT_INLINE_TAG)
+#define MW_FUT_INLINE_RTYPE(h) (((mw_u32)(h) >> 8) & 255u)
+#define MW_INL_ZERO 0u
+#define MW_INL_SIGN 1u
+#define MW_INL_HIGH 2u
+#define MW_SLOTS_MAX 0xfff00000u /* slot indexes stay below the inline tag */
 
 /* ---- future slots (device memory) --------------------------------------------------------
  * ctl packs generation and one word: gen << 32 | word.
@@ -87,8 +101,10 @@
  * with the exchange above.
  *
  * Spawn-now. A spawn that the next statement awaits (the compiler marks it) of a pure kind runs
- * at once on the spawner's warp and completes privately: no record, no frame; nobody but the
- * spawner can hold its handle before that await.
+ * at once on the spawner's warp: no record, no frame; nobody but the spawner can hold its handle
+ * before that await. A child that ends OK with a result that fits gets an inline handle (above):
+ * no slot, no completion to write, nothing to free. Otherwise (a failure, a wide result) it takes
+ * the slot reserved before its body ran and completes privately.
  *
  * Cancellation (canceller, one lane of any worker: a task calling cancel(f), a worker taking a
  *   host cancel message from the inbox, a task finishing by cancellation for its children):

@@ -248,12 +248,7 @@ __device__ __noinline__ void mw_count_miss(mw_ctx *c, mw_u32 e, mw_u32 kind) {
 }
 /* Counts n of kind at once. Lane 0. */
 __device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which, mw_u32 n) {
-  mw_wstate *ws = MW_WS(c);
-  mw_u32 k = kind < MW_MAX_KINDS ? kind : 0;
-  mw_u32 e = k & (MW_KIND_CACHE - 1u);
-  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
-  ws->cnt[e][which] += n;
-  ws->dirty |= 1u << e;
+  mw_count_in(c, MW_WS(c), kind, which, n);
 }
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for; a retag's
@@ -1001,6 +996,10 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
  * waiter node is free. Lane 0. */
 __device__ int mw_register(mw_ctx *c, mw_u32 f, mw_u64 h, mw_u32 *status) {
   mw_u32 s = MW_FUT_SLOT(h), g = MW_FUT_GEN(h);
+  if (MW_FUT_IS_INLINE(h)) {
+    *status = MW_ST_OK;
+    return 1;
+  }
   if (!mw_is_future(h) || s >= c->nslots) return 2;
   mw_slot *sl = &c->slots[s];
   mw_u32 n = MW_NONE;
@@ -1652,6 +1651,10 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
+  if (n == 1 && MW_FUT_IS_INLINE(fs[0].h)) { /* it ran at its spawn and carries its result */
+    if (c->lane == 0) MW_LV(c)->bad = 0;
+    return false;
+  }
   if (n == 1 && c->ran == fs[0].h && c->ran) { /* it ran at its spawn (mw_spawn_now) */
     c->ran = 0;
     return false;
@@ -1892,15 +1895,69 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_run_fresh(c);
 }
 
+/* The end of a spawn-now whose child ran here: h is the slot taken for it (nobody has seen it),
+ * c->status and c->value the child's outcome, coff where its frame was (or would have been) on
+ * the lane stacks. Returns its future (see mw_spawn_now). Collective. */
+__device__ __forceinline__ future mw_now_finish(mw_ctx *c, mw_u32 kind, mw_u64 h, mw_u32 coff) {
+  if (c->lane == 0) {
+    mw_wstate *ws = MW_WS(c);
+    mw_level *L = MW_LV(c);
+    const mw_kind_info *ki = mw_kind(kind);
+    const mw_u32 s = MW_FUT_SLOT(h), gen = MW_FUT_GEN(h);
+    mw_u64 inl = 0;
+#ifndef MW_NO_INLINE_RESULT
+    if (c->status == MW_RUN_DONE) inl = mw_inline_handle(c->value, ki->rtype);
+#endif
+    mw_count(c, kind, MW_CNT_SPAWNED);
+    if (inl) { /* the slot goes back as it came: its generation was never seen */
+      mw_slot_free(c, s, gen - 1u);
+      mw_count(c, kind, MW_CNT_COMPLETED);
+      h = inl;
+      L->bad = 0;
+    } else {
+      mw_slot *sl = &c->slots[s];
+      const mw_u32 sib = L->children, ep = ws->epoch;
+      sl->kind = kind;
+      sl->status = MW_ST_PENDING;
+      sl->refs = 2; /* the task + its owner */
+      sl->fref = 0;
+      sl->sibling = sib;
+      L->children = s + 1;
+      if (c->status == MW_RUN_DONE) {
+        mw_complete_private(c, kind, h, MW_NONE, sib, ep, c->d);
+        L->bad = 0;
+      } else { /* the general finish, on a level set up for it */
+        mw_level_child(c, h, kind, MW_NONE, 0u, ep, sib, coff);
+        c->d++;
+        mw_finish_level(c);
+        c->d--;
+        L->bad = h;
+      }
+    }
+    L->naw = L->cur = 1;
+  }
+  __syncwarp();
+  mw_run_fresh(c);
+  h = mw_bcast64(h);
+  c->ran = MW_FUT_IS_INLINE(h) ? 0 : h;
+  future fu;
+  fu.h = h;
+  return fu;
+}
+
 /* The spawn of a child that the next statement awaits (the compiler saw 'f = spawn(t, ...);'
  * then 'await(f);' or 'try_await(f);'): nobody but this task can hold f before that await, so
  * a pure child (it never spawns, awaits, releases or cancels) runs here and now, as a plain
- * call (work-first): a slot for its future, its arguments to the lane stack, its body, its
- * private completion (protocol.h) among the warp's recent results. No record, no frame, no
- * claim, no fence. c->ran tells the await that follows that f is complete (its level's bad
- * notes a failure). Anything else (not a pure kind, a cancellation, a stop, a woken task to
- * nest, a trace, a bulk instance, no room on the lane stack, no free slot) takes the spawn's
- * general path, and the await then finds the child as it finds any other. Collective. */
+ * call (work-first): its arguments to the lane stack, its body, and its handle. A child that
+ * ended OK with a result that fits gets an inline handle (protocol.h, handles): the slot taken
+ * before its body ran goes back unseen. Otherwise the slot is its future, completed privately
+ * among the warp's recent results, and c->ran tells the await that follows that f is complete
+ * (its level's bad notes a failure). No record, no frame, no claim, no fence. Anything else (not
+ * a pure kind, a cancellation, a stop, a woken task to nest, a trace, a bulk instance, no room
+ * on the lane stack, no free slot) takes the spawn's general path, and the await then finds
+ * the child as it finds any other. MW_NO_INLINE_RESULT: every child completes in its slot.
+ * (The generated spawn-now of a pure task calls the body itself when it can: task_api.cuh,
+ * mw_direct_ok; this is its way when it cannot.) Collective. */
 __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line) {
   MW_PROBE(MW_PR_SPAWN);
   const mw_kind_info *ki = mw_kind(kind);
@@ -1915,31 +1972,13 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   if (!mw_bcast(go)) return mw_spawn_raw(c, kind, args, 0u, false, line);
   future fu;
   fu.h = 0;
-  mw_u64 key = kind;
-#ifdef MW_SIM
-  for (mw_u32 i = 0; i < ki->args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
-#endif
-  if (mw_diverged(c, "spawn", line, key)) return fu;
+  if (mw_diverged(c, "spawn", line, mw_spawn_key(kind, args, ki->args_bytes))) return fu;
   mw_tick(c);
   mw_u64 h = 0;
-  mw_u32 sib = 0, ep = 0;
   if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && !c->trace_due && !c->trace_ev) {
-    mw_wstate *ws = MW_WS(c);
-    mw_level *L = MW_LV(c);
     MW_PROBE(MW_PR_SLOT_INIT);
     mw_u32 gen, s = mw_slot_alloc(c, &gen);
-    if (s != MW_NONE) {
-      h = MW_FUT_MAKE(s, gen);
-      mw_slot *sl = &c->slots[s];
-      sl->kind = kind;
-      sl->status = MW_ST_PENDING;
-      sl->refs = 2; /* the task + its owner */
-      sl->fref = 0;
-      sl->sibling = sib = L->children;
-      L->children = s + 1;
-      ep = ws->epoch;
-      mw_count(c, kind, MW_CNT_SPAWNED);
-    }
+    if (s != MW_NONE) h = MW_FUT_MAKE(s, gen);
   }
   h = mw_bcast64(h);
   if (!h) /* what the tick brought, or no free slot: the general path says which */
@@ -1956,25 +1995,22 @@ __device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *
   }
   __syncwarp();
   c->resume = resume;
+  return mw_now_finish(c, kind, h, coff);
+}
+
+/* The end of a spawn-now whose body the generated code called itself (task_api.cuh,
+ * mw_direct_done) when its child failed or returned bits that no inline handle carries: the
+ * result is stored as a body's is (on sim, lanes that returned different values fail it), and
+ * the child gets the slot that mw_direct_ok saw free in the warp's cache. Collective. */
+__device__ __noinline__ future mw_now_end(mw_ctx *c, mw_u32 kind, mw_u64 bits) {
+  mw_store_bits(c, bits);
+  mw_u64 h = 0;
   if (c->lane == 0) {
-    mw_level *L = MW_LV(c);
-    if (c->status == MW_RUN_DONE) {
-      mw_complete_private(c, kind, h, MW_NONE, sib, ep, c->d);
-      L->bad = 0;
-    } else { /* the general finish, on a level set up for it */
-      mw_level_child(c, h, kind, MW_NONE, 0u, ep, sib, coff);
-      c->d++;
-      mw_finish_level(c);
-      c->d--;
-      L->bad = h;
-    }
-    L->naw = L->cur = 1;
+    mw_u32 gen, s = mw_slot_alloc(c, &gen);
+    h = MW_FUT_MAKE(s, gen);
   }
-  __syncwarp();
-  mw_run_fresh(c);
-  c->ran = h;
-  fu.h = h;
-  return fu;
+  h = mw_bcast64(h);
+  return mw_now_finish(c, kind, h, mw_round16(mw_await_off(c) + 8u));
 }
 
 /* Goes on with the await in progress from the future it looked at last: complete ones are
@@ -2025,6 +2061,7 @@ again:
     for (; act != NEST && L->cur < L->naw; L->cur++) {
       mw_u64 h = aw[L->cur];
       mw_u32 s = MW_FUT_SLOT(h);
+      if (MW_FUT_IS_INLINE(h)) continue; /* complete, OK */
       if (!mw_is_future(h) || s >= c->nslots) {
         if (!L->bad) L->bad = mw_is_future(h) || h == 0 ? MW_BAD_STALE : h;
         continue;
@@ -2212,6 +2249,11 @@ __device__ __noinline__ mw_u32 mw_outcome(mw_ctx *c, mw_u64 h, mw_u64 *value, mw
     *msg = "the spawn was skipped: the spawning task was cancelled";
     return MW_ST_CANCELLED;
   }
+  if (MW_FUT_IS_INLINE(h)) {
+    *value = mw_inline_bits(h);
+    *rtype = MW_FUT_INLINE_RTYPE(h);
+    return MW_ST_OK;
+  }
   if (h != 0 && MW_FUT_SLOT(h) < c->nslots) {
     mw_slot *sl = &c->slots[MW_FUT_SLOT(h)];
     int k = mw_kid_find(c, h);
@@ -2254,8 +2296,13 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
   v.bits = 0;
   v.rtype = MW_RT_I64;
   mw_u32 meta = 0;
+  if (MW_FUT_IS_INLINE(f.h)) { /* a child that ran at its spawn: the handle is the result */
+    v.bits = mw_inline_bits(f.h);
+    v.rtype = MW_FUT_INLINE_RTYPE(f.h);
+    return v;
+  }
   {
-    /* the common case first: one of the two children that completed last here, done. Every
+    /* the common case: one of the two children that completed last here, done. Every
      * lane reads the entry (the same shared words: no broadcast, no divergence) between two
      * __syncwarps: lane 0's writes of it before, and its next ones (a release) after. */
     __syncwarp();
@@ -2692,11 +2739,6 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
   mw_dispatch_leaf(c, kind, frame);
 }
 
-/* A level that joins a bulk task of at most this many instances runs them all itself, with no
- * claims or invitations (0: it always claims and invites as the workers do, to compare). */
-#ifndef MW_JOIN_ALONE
-#define MW_JOIN_ALONE 4u
-#endif
 
 /* A claim takes 1 / MW_BULK_CHUNK_DIV of a worker's fair share of the instances, at most
  * MW_BULK_CHUNK_MAX and at least 1 */

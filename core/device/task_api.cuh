@@ -46,6 +46,15 @@ struct future {
 #define MW_FUT_NOSLOT 0xfffffffffffffffeull
 /* The future of a spawn that a cancelled task skipped: reads as cancelled. */
 #define MW_FUT_SKIPPED 0xfffffffffffffffdull
+/* The result bits an inline handle carries (protocol.h, handles). */
+__device__ __forceinline__ mw_u64 mw_inline_bits(mw_u64 h) {
+  const mw_u32 w = (mw_u32)(h >> 32);
+  switch ((mw_u32)h & 3u) {
+  case MW_INL_SIGN: return (mw_u64)(long long)(int)w;
+  case MW_INL_HIGH: return (mw_u64)w << 32;
+  default: return w;
+  }
+}
 /* level.bad values that are not futures */
 #define MW_BAD_STALE 1ull
 #define MW_BAD_NODES 3ull
@@ -142,7 +151,6 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
-__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line);
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant);
@@ -351,23 +359,166 @@ MW_VAL_ASSIGN(>>, integral)
 #undef MW_VAL_ASSIGN
 __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line);
 
-/* The body's return value as result bits (mw_store_bits). */
-template <class T> __device__ inline void mw_store_result(mw_ctx *c, T r) {
-  mw_store_bits(c, (mw_u64)(long long)r);
-}
-__device__ inline void mw_store_result(mw_ctx *c, bool r) { mw_store_bits(c, r ? 1u : 0u); }
-__device__ inline void mw_store_result(mw_ctx *c, float r) {
+/* The body's return value as result bits. */
+template <class T> __device__ __forceinline__ mw_u64 mw_result_bits(T r) { return (mw_u64)(long long)r; }
+__device__ __forceinline__ mw_u64 mw_result_bits(bool r) { return r ? 1u : 0u; }
+__device__ __forceinline__ mw_u64 mw_result_bits(float r) {
   union { float f; mw_u32 u; } x;
   x.f = r;
-  mw_store_bits(c, x.u);
+  return x.u;
 }
-__device__ inline void mw_store_result(mw_ctx *c, double r) {
+__device__ __forceinline__ mw_u64 mw_result_bits(double r) {
   union { double d; mw_u64 u; } x;
   x.d = r;
-  mw_store_bits(c, x.u);
+  return x.u;
 }
-__device__ inline void mw_store_result(mw_ctx *c, future r) { mw_store_bits(c, r.h); }
-__device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r.bits); }
+__device__ __forceinline__ mw_u64 mw_result_bits(future r) { return r.h; }
+__device__ __forceinline__ mw_u64 mw_result_bits(mw_val r) { return r.bits; }
+/* ... stored as the running task's result (mw_store_bits). */
+template <class T> __device__ inline void mw_store_result(mw_ctx *c, T r) { mw_store_bits(c, mw_result_bits(r)); }
+
+/* ---- spawn-now as a call of the body (the generated mw_spawn_now__T of a pure task) --------
+ * The generated spawn-now of a pure task of the same program with no future parameters calls
+ * its body right there, as a plain C++ call that the compiler may inline, when mw_direct_ok
+ * says the executor's spawn-now would run it at once anyway; the result becomes an inline
+ * handle here, and only a failure or a wide result goes to the executor (mw_now_end). */
+__device__ __noinline__ future mw_spawn_now(mw_ctx *c, mw_u32 kind, const void *args, int line);
+__device__ __noinline__ future mw_now_end(mw_ctx *c, mw_u32 kind, mw_u64 bits);
+__device__ __noinline__ void mw_count_miss(mw_ctx *c, mw_u32 e, mw_u32 kind);
+/* Counts n tasks of kind as spawned (which 0), completed (1), failed (2) or cancelled (3) in the
+ * warp's counters ws. Lane 0. */
+__device__ __forceinline__ void mw_count_in(mw_ctx *c, mw_wstate *ws, mw_u32 kind, mw_u32 which, mw_u32 n) {
+  const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
+  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
+  ws->cnt[e][which] += n;
+  ws->dirty |= 1u << e;
+}
+/* Counts a task of kind as spawned and completed at once (a child run at its spawn). Lane 0. */
+__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
+  const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
+  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
+  ws->cnt[e][0] += 1u;
+  ws->cnt[e][1] += 1u;
+  ws->dirty |= 1u << e;
+}
+/* The key of a spawn for the sim's convergence check: its kind and argument bytes. */
+__device__ __forceinline__ mw_u64 mw_spawn_key(mw_u32 kind, const void *args, mw_u32 args_bytes) {
+  mw_u64 key = kind;
+#ifdef MW_SIM
+  for (mw_u32 i = 0; i < args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
+#else
+  (void)args;
+  (void)args_bytes;
+#endif
+  return key;
+}
+/* The inline handle of a result of type rtype with bits v (protocol.h, handles), or 0 when
+ * 32 bits cannot carry v. */
+__device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
+  mw_u32 lo = (mw_u32)v, hi = (mw_u32)(v >> 32), mode;
+  if (hi == 0u) mode = MW_INL_ZERO;
+  else if (hi == 0xffffffffu && (lo >> 31)) mode = MW_INL_SIGN;
+  else if (lo == 0u) mode = MW_INL_HIGH, lo = hi;
+  else return 0;
+  return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
+}
+/* A level that joins a bulk task of at most this many instances runs them all itself, with no
+ * claims or invitations (0: it always claims and invites as the workers do, to compare); a
+ * spawn-now of a bulk task of a pure kind of at most this many calls their bodies itself. */
+#ifndef MW_JOIN_ALONE
+#define MW_JOIN_ALONE 4u
+#endif
+#ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
+/* Whether a spawn-now of kind with argument struct args (and extra: a bulk task's count) may
+ * call the body here: what mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to
+ * nest, trace, room for a level), no look at the clock due, and a free slot in the warp's cache
+ * for a child that fails or returns a wide result. Counts the spawn for the tick when it may (else mw_spawn_now does).
+ * On sim, lanes at different spawns, or with different arguments, go to mw_spawn_now, which
+ * fails the task saying so. Collective. */
+__device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes,
+                                             mw_u64 extra, int line) {
+#if defined(MW_NO_DIRECT_CALL) || defined(MW_NO_SPAWN_NOW)
+  (void)c, (void)kind, (void)args, (void)args_bytes, (void)extra, (void)line;
+  return false;
+#else
+#ifdef MW_SIM
+  if (MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes) ^ extra)) return false;
+#else
+  (void)kind, (void)args, (void)args_bytes, (void)extra, (void)line;
+#endif
+  /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
+  const mw_u32 n = c->calls + 1u;
+  const mw_wstate *ws = c->ws;
+  const mw_u32 busy = c->bulk | c->cancelled | c->nest | c->yield | c->trace_due | (mw_u32)c->status |
+                      (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
+                      (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u);
+  if (__shfl_sync(MW_FULL, busy, 0)) return false;
+  c->calls = n;
+  if (c->lane == 0) c->ws->progress = n;
+  return true;
+#endif
+}
+/* The future of a child whose body ran here (mw_direct_ok) and returned bits of type rtype: an
+ * inline handle when it ended OK with a result that fits; else the executor's slot. Collective. */
+__device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
+  future f;
+  f.h = 0;
+#ifndef MW_NO_INLINE_RESULT
+  if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
+#endif
+  if (!f.h) return mw_now_end(c, kind, bits);
+  if (c->lane == 0) mw_count_ran(c, c->ws, kind);
+  return f;
+}
+/* The instances of a bulk task that its spawner runs here, one after the other (the generated
+ * mw_spawn_now_bulk__T, at most MW_JOIN_ALONE of them): every instance runs, as on the workers,
+ * and the first failure is the task's. */
+struct mw_direct_bulk {
+  mw_u32 failed;
+  int code;
+  const char *msg;
+};
+__device__ __forceinline__ void mw_direct_instance(mw_ctx *c, mw_u32 i) {
+  c->bulk = 1;
+  c->index = i;
+}
+__device__ __forceinline__ void mw_direct_instance_end(mw_ctx *c, mw_direct_bulk *r) {
+  if (c->status == MW_RUN_DONE) return;
+  if (!r->failed) {
+    r->failed = 1;
+    r->code = c->fail_code;
+    r->msg = c->fail_msg;
+  }
+  c->status = MW_RUN_DONE;
+}
+__device__ __forceinline__ future mw_direct_bulk_done(mw_ctx *c, mw_u32 kind, const mw_direct_bulk *r) {
+  c->bulk = 0;
+  c->index = 0;
+  if (r->failed) {
+    c->status = MW_RUN_FAIL;
+    c->fail_code = r->code;
+    c->fail_msg = r->msg;
+    c->fail_fut = 0;
+  }
+  return mw_direct_done(c, kind, MW_RT_VOID, 0u);
+}
+#endif
+
+/* value(f) and release(f) of a child that carries its result in its handle (protocol.h,
+ * handles) read or drop it here, without a call. */
+__device__ __forceinline__ mw_val mw_value(mw_ctx *c, future f, int line) {
+  if (MW_FUT_IS_INLINE(f.h)) {
+    mw_val v;
+    v.bits = mw_inline_bits(f.h);
+    v.rtype = MW_FUT_INLINE_RTYPE(f.h);
+    return v;
+  }
+  return mw_value_of(c, f, line);
+}
+__device__ __noinline__ void mw_release(mw_ctx *c, future f);
+__device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
+  if (!MW_FUT_IS_INLINE(f.h)) mw_release(c, f);
+}
 
 /* ---- what task bodies write --------------------------------------------------------------- */
 /* _mw_kbase: the kind of the program's first task (a body's parameter): a program's tasks have
@@ -376,30 +527,40 @@ __device__ inline void mw_store_result(mw_ctx *c, mw_val r) { mw_store_bits(c, r
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
 #define _MWsn(task, ...) mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
-#define value(f) mw_value_of(_c, (f), __LINE__)
+#define _MWsn_bulk(task, n, ...) mw_spawn_now_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
+#define value(f) mw_value(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
 #define cancelled(f) mw_cancelled_of(_c, (f))
 #define fail_code(f) mw_fail_code_of(_c, (f))
 #define fail_message(f) mw_fail_message_of(_c, (f))
 #define cancel(f) mw_cancel_of(_c, (f), __LINE__)
-#define release(f) mw_release(_c, (f))
+#define release(f) mw_release_of(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
+/* Whether an await of fs[0..n) is complete at once: one future that carries its result in its
+ * handle (a child that ran at its spawn), outside a bulk instance (which cannot await). */
+__device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
+  return n == 1u && MW_FUT_IS_INLINE(fs[0].h) && !c->bulk;
+}
 /* An await is a resume point k of the body's state machine. The first time through, the
  * futures are noted and looked at; the body returns when a child must run inline first or the
  * task suspends, and comes back in at case k, where the await goes on with what is left (the
- * argument expressions are not evaluated again). */
+ * argument expressions are not evaluated again). An await of one future that carries its result
+ * in its handle (a child that ran at its spawn) is complete at once: no call. */
 #define MW_AWAIT_(k, tolerant, ...)                                                          \
   do {                                                                                       \
+    bool _mw_done;                                                                           \
     {                                                                                        \
       const future _mw_fs[] = {__VA_ARGS__};                                                 \
-      if (mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))             \
+      _mw_done = mw_await_done(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)));     \
+      if (!_mw_done && mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k))) \
         return _mw_ret_t();                                                                  \
     }                                                                                        \
     if (0) {                                                                                 \
     case (k):                                                                                \
+      _mw_done = false;                                                                      \
       if (mw_await_more(_c)) return _mw_ret_t();                                             \
     }                                                                                        \
-    if (mw_after_await(_c, (tolerant))) return _mw_ret_t();                                  \
+    if (!_mw_done && mw_after_await(_c, (tolerant))) return _mw_ret_t();                     \
   } while (0)
 /* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
  * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */

@@ -475,8 +475,10 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->host_slots = d.host_futures ? d.host_futures : DEFAULT_HOST_FUTURES;
   if (rt->host_slots > rt->nframes && !d.host_futures) rt->host_slots = rt->nframes;
   /* what the device or capacity cannot honour is refused, not clamped */
-  if (rt->host_slots > rt->nframes || d.workers > rt->max_workers) {
-    if (d.workers > rt->max_workers)
+  if (rt->host_slots > rt->nframes || d.workers > rt->max_workers || rt->nframes > MW_SLOTS_MAX / 2) {
+    if (rt->nframes > MW_SLOTS_MAX / 2)
+      mw__set_error("option 'capacity' must be at most %u, got %u", MW_SLOTS_MAX / 2, rt->nframes);
+    else if (d.workers > rt->max_workers)
       mw__set_error("option 'workers' must be at most %u on this %s device, got %u",
                     rt->max_workers, ops->name, d.workers);
     else
