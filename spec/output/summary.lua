@@ -2,7 +2,9 @@
 -- details of every failure and error, the message of every skipped (pending) test, and last
 -- exactly one line "N passed, N failed, N skipped". Errors (in a test, a describe block or a
 -- spec file) count as failed; pending tests count as skipped. With MW_SPEC_TRACE=1 it writes a
--- line as each test starts and ends instead of the characters, so a test that hangs is named.
+-- line as each test starts and ends instead of the characters, so a test that hangs is named,
+-- with the test's wall and CPU seconds, and a line with each spec file's wall seconds (its
+-- setup included), so a time-bounded run shows where its time went.
 --
 --   luajit /usr/bin/busted -o spec/output/summary.lua
 return function(options)
@@ -41,18 +43,28 @@ return function(options)
   end
 
   local trace = os.getenv("MW_SPEC_TRACE") == "1"
-  local started
+  local started, started_wall, file_wall
+
+  -- wall seconds (CLOCK_MONOTONIC): os.clock() is the process's CPU time
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "struct mw_spec_timespec { long tv_sec; long tv_nsec; };"
+    .. "int clock_gettime(int clk, struct mw_spec_timespec *ts);")
+  local ts = ffi.new("struct mw_spec_timespec")
+  local function wall()
+    ffi.C.clock_gettime(1, ts)
+    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+  end
 
   handler.testStart = function(element)
-    started = os.clock()
+    started, started_wall = os.clock(), wall()
     write("start: ", handler.getFullName(element), "\n")
     return nil, true
   end
 
   handler.testEnd = function(element, _, status)
     if trace then
-      write(string.format("%s: %s (%.2f s cpu)\n", status, handler.getFullName(element),
-        os.clock() - (started or os.clock())))
+      write(string.format("%s: %s (%.2f s, %.2f s cpu)\n", status, handler.getFullName(element),
+        wall() - (started_wall or wall()), os.clock() - (started or os.clock())))
     else
       write(marks[status] or "?")
     end
@@ -85,7 +97,21 @@ return function(options)
     return nil, true
   end
 
-  if trace then busted.subscribe({ "test", "start" }, handler.testStart) end
+  handler.fileStart = function()
+    file_wall = wall()
+    return nil, true
+  end
+
+  handler.fileEnd = function(file)
+    write(string.format("file: %s (%.1f s)\n", file and file.name or "?", wall() - (file_wall or wall())))
+    return nil, true
+  end
+
+  if trace then
+    busted.subscribe({ "test", "start" }, handler.testStart)
+    busted.subscribe({ "file", "start" }, handler.fileStart)
+    busted.subscribe({ "file", "end" }, handler.fileEnd)
+  end
   busted.subscribe({ "test", "end" }, handler.testEnd, { predicate = handler.cancelOnPending })
   busted.subscribe({ "suite", "end" }, handler.suiteEnd)
   busted.subscribe({ "error", "file" }, handler.errorOutside)
