@@ -9,9 +9,9 @@ mw_prepare >/dev/null || exit 1
 cd "$MW_ROOT"
 out=${1:-/tmp/mw-sass}
 rm -rf "$out" && mkdir -p "$out/dump"
-MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR="$out/dump" luajit bench/compile.lua sim >/dev/null
+MOONWARP_BUILD=one_unit MOONWARP_NO_CACHE=1 MOONWARP_DUMP_DIR="$out/dump" luajit bench/compile.lua sim >/dev/null
 src=$(ls "$out"/dump/*.cpp | head -1)
-first=$(grep -n '^#define MW_FRAME_PAYLOAD' "$src" | cut -d: -f1)
+first=$(grep -n -m1 -E '^#define (MW_KIND_TABLE_BY_VALUE|MW_FRAME_PAYLOAD) ' "$src" | cut -d: -f1) # the one-unit source after the sim prelude
 {
   printf 'typedef unsigned char mw_u8;\ntypedef unsigned short mw_u16;\ntypedef unsigned int mw_u32;\n'
   printf 'typedef int mw_i32;\ntypedef unsigned long long mw_u64;\ntypedef long long mw_i64;\n'
