@@ -42,6 +42,9 @@ if want specs; then
   # files not reached are named. $SPEC_FILES: the files (default: every spec of both backends);
   # $SPEC_ARGS: more busted arguments for each.
   step "#gpu specs"
+  for v in "${SPEC_TIMEOUT:-450}" "${SPEC_FILE_TIMEOUT:-240}"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "SPEC_TIMEOUT and SPEC_FILE_TIMEOUT are seconds, got '$v'"; exit 2; }
+  done
   : >"$out/specs.txt"
   files=${SPEC_FILES:-$(grep -l "support.each_backend" spec/*_spec.lua)}
   end_at=$(($(date +%s) + ${SPEC_TIMEOUT:-450}))
@@ -53,9 +56,16 @@ if want specs; then
     MW_SPEC_TRACE=1 timeout "$left" luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim ${SPEC_ARGS:-} "$f" >"$out/spec-one.txt" 2>&1
     rc=$?
     cat "$out/spec-one.txt" >>"$out/specs.txt"
-    if [ "$rc" -eq 124 ]; then echo "FAILED: $f: killed by its time bound (${left} s)" | tee -a "$out/specs.txt"; failed=$((failed + 1)); fi
-    read -r p x q y r z < <(grep -E "^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$out/spec-one.txt" | tail -1) &&
+    # a file's counts come from its summary line; with none (killed by its bound, a crash, a
+    # file that is not there) the file counts as one failure
+    if read -r p _ q _ r _ < <(grep -E "^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$out/spec-one.txt" | tail -1); then
       passed=$((passed + p)) failed=$((failed + q)) skipped=$((skipped + r))
+    else
+      why="exit status $rc"
+      [ "$rc" -eq 124 ] && why="killed by its time bound (${left} s)"
+      echo "FAILED: $f: no summary line, $why" >>"$out/specs.txt"
+      failed=$((failed + 1))
+    fi
   done
   rm -f "$out/spec-one.txt"
   [ -n "$late" ] && echo "not run (the step's bound, ${SPEC_TIMEOUT:-450} s, came first):$late" | tee -a "$out/specs.txt"
