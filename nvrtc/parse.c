@@ -896,6 +896,33 @@ static int check_spawn(scan *sc, const mw__parsed *p, const int *suspends, const
   return 0;
 }
 
+int mw__next_declarator(const char *decl, const char **at, mw__declarator *out) {
+  const char *seg = *at;
+  if (!seg) return 0;
+  const char *end = seg;
+  int depth = 0, parens = 0;
+  while (*end && !(*end == ',' && depth == 0)) {
+    if (*end == '(' || *end == '[' || *end == '{') ++depth;
+    if (*end == ')' || *end == ']' || *end == '}') --depth;
+    ++end;
+  }
+  const char *stop = seg;
+  while (stop < end && *stop != '=' && *stop != '[') parens |= *stop++ == '(';
+  const char *ne = stop;
+  while (ne > seg && isspace((unsigned char)ne[-1])) --ne;
+  const char *nb = ne;
+  while (nb > seg && is_id((unsigned char)nb[-1])) --nb;
+  out->name = nb;
+  out->len = (size_t)(ne - nb);
+  out->array = stop < end && *stop == '[';
+  out->stars = 0;
+  for (const char *q = seg; q < nb; ++q) out->stars += *q == '*';
+  out->plain = !out->array && !parens && out->len > 0 && !isdigit((unsigned char)nb[0]);
+  out->type_end = seg == decl ? nb : NULL;
+  *at = *end ? end + 1 : NULL;
+  return 1;
+}
+
 /* The type, as written, of parameter or 'local' name of task t, in buf; NULL if it is neither,
  * or an array. */
 static const char *type_of_name(const mw__task *t, const char *name, char *buf, size_t n) {
@@ -905,40 +932,23 @@ static const char *type_of_name(const mw__task *t, const char *name, char *buf, 
       return buf;
     }
   for (int k = 0; k < t->nlocals; ++k) {
-    const char *d = t->locals[k].decl, *seg = d;
+    const char *d = t->locals[k].decl, *at = d;
     char type[128] = "";
-    for (;;) { /* the declarators, "future a, b" */
-      const char *end = seg;
-      int depth = 0;
-      while (*end && !(*end == ',' && depth == 0)) {
-        if (*end == '(' || *end == '[' || *end == '{') ++depth;
-        if (*end == ')' || *end == ']' || *end == '}') --depth;
-        ++end;
-      }
-      const char *stop = seg;
-      while (stop < end && *stop != '=' && *stop != '[') ++stop;
-      int array = stop < end && *stop == '[';
-      const char *ne = stop;
-      while (ne > seg && isspace((unsigned char)ne[-1])) --ne;
-      const char *nb = ne;
-      while (nb > seg && is_id((unsigned char)nb[-1])) --nb;
-      int stars = 0;
-      for (const char *q = seg; q < nb; ++q) stars += *q == '*';
-      if (seg == d) { /* the type: what precedes the first name, without its stars */
+    mw__declarator dc;
+    while (mw__next_declarator(d, &at, &dc)) { /* the declarators, "future a, b" */
+      if (dc.type_end) { /* the type: what precedes the first name, without its stars */
         size_t tl = 0;
-        for (const char *q = seg; q < nb && tl + 1 < sizeof type; ++q)
+        for (const char *q = d; q < dc.type_end && tl + 1 < sizeof type; ++q)
           if (*q != '*') type[tl++] = *q;
         type[tl] = 0;
       }
-      if ((size_t)(ne - nb) == strlen(name) && !strncmp(nb, name, (size_t)(ne - nb))) {
-        if (array) return NULL;
+      if (dc.len == strlen(name) && !strncmp(dc.name, name, dc.len)) {
+        if (dc.array) return NULL;
         char *tt = trim_dup(type, strlen(type));
-        snprintf(buf, n, "%s%s", tt ? tt : type, stars ? " *" : "");
+        snprintf(buf, n, "%s%s", tt ? tt : type, dc.stars ? " *" : "");
         free(tt);
         return buf;
       }
-      if (!*end) break;
-      seg = end + 1;
     }
   }
   return NULL;

@@ -62,6 +62,19 @@ typedef struct mw__parsed {
   int debug; /* built for a debugger: its lines are the user's, not canonical places */
 } mw__parsed;
 
+/* One declarator of a 'local' declaration as written ("future a, *b = 0, c[4]"). */
+typedef struct mw__declarator {
+  const char *name; /* the name, in the declaration's text, len bytes */
+  size_t len;
+  int array, stars; /* an array ('[' before any '='); the stars before the name */
+  int plain;        /* a name and its stars only (no array, no parenthesis): a copy of it is a value */
+  const char *type_end; /* the first declarator's: where its stars and name begin (the type is
+                         * before); NULL for the others */
+} mw__declarator;
+/* The next declarator of the 'local' declaration decl from *at (decl at first) into *out, *at
+ * moved past it; 0 after the last. */
+int mw__next_declarator(const char *decl, const char **at, mw__declarator *out);
+
 /* Parses task declarations out of src. On error returns MW_ECOMPILE (or MW_ENOMEM) with a
  * "file:line: message" in err. */
 int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,

@@ -96,6 +96,23 @@ task int wait_gate(int *gate) {
   }
   return __shfl_sync(0xffffffffu, open, 0);
 }
+// writes its parameter n and its locals, then awaits a gate the host has not opened (the task
+// suspends and is woken, maybe elsewhere), twice: what it wrote before each await is there after
+task long keeper(future g1, future g2, int n, int *arrived) {
+  local long acc;
+  local int k;
+  local future cur;
+  acc = 0;
+  for (k = 0; k < 2; ++k) {
+    n = n * 2 + 1;
+    acc = acc * 100 + n;
+    cur = k == 0 ? g1 : g2;
+    if (lane == 0) atomicAdd(arrived, 1);
+    await(cur);
+    acc += value(cur);
+  }
+  return acc * 1000 + n;
+}
 ]] .. support.FIB
 
 local wait_for = support.wait_for
@@ -163,6 +180,26 @@ support.each_backend(function(backend)
       end
       assert.equals(4, tolerant[1]:await(30))
       assert.equals(40, tolerant[2]:await(30))
+    end)
+  end)
+
+  describe("a task that suspends at an await", function()
+    it("finds its parameters and locals as it left them when it is woken", function()
+      local f1, f2, started = int_buffer(rt, { 0 }), int_buffer(rt, { 0 }), int_buffer(rt, { 0 })
+      local arrived = int_buffer(rt, { 0 })
+      local g1, g2 = prog.gate(f1, started), prog.gate(f2, started)
+      local t = prog.keeper(g1, g2, 3, arrived)
+      wait_for("both gates to run", function() return started:read()[1] == 2 end)
+      wait_for("the first await", function() return arrived:read()[1] == 1 end)
+      mw.run(0.05)
+      assert.equals("pending", t:state())
+      f1:write { 5 }
+      wait_for("the second await", function() return arrived:read()[1] == 2 end)
+      mw.run(0.05)
+      assert.equals("pending", t:state())
+      f2:write { 7 }
+      -- n: 3 -> 7 -> 15; acc: 7, + 5 = 12, 12 * 100 + 15 = 1215, + 7 = 1222
+      assert.equals(1222 * 1000 + 15, t:await(30))
     end)
   end)
 

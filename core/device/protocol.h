@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 9
+#define MW_PROTOCOL_VERSION 10
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -613,6 +613,16 @@ typedef struct mw_level {
  * run by its own warp next) and runs through the global path (mw_run_bulk). The note in
  * mw_level.bulk is only a hint: the record is looked up by its frame and claimed by CAS. */
 
+/* Running a bulk task's instances alone. A spawner that awaits its bulk task at once may run the
+ * instances itself, one after the other, with no claims, board or invitations (the generated
+ * spawn-now of a pure kind, and the join of a bulk record, "alone"): when there is one, or when
+ * the kind's instances fit in MW_ALONE_CYCLES together as last timed, or, never timed, when
+ * there are at most MW_JOIN_ALONE (runtime: mw_alone). Every warp that runs instances times them
+ * (clock64, per chunk) and stores the cycles per instance in inst_cycles[kind] when it differs
+ * by more than a quarter from what it read there when it began: plain loads and stores, a hint
+ * that may be stale or torn by no more than a racing writer's figure. It decides who runs the
+ * instances, never whether they run or how often. */
+
 /* The bulk board. A bulk task with instances for more than one worker is posted on the board
  * (mw_state.board: MW_BOARD cells in one 32-byte sector) by the first worker that claims from it,
  * instead of one global-queue invitation per worker: every idle warp reads the board in its idle
@@ -692,6 +702,9 @@ typedef struct mw_state {
   mw_stat_entry *stats; /* nworkers * MW_STAT_ENTRIES kind counters, each written by its worker
                         * only (see per-worker rows) */
   mw_stat_row *spill;  /* MW_MAX_KINDS rows: counts of retagged entries (atomicAdd) */
+  mw_u32 *inst_cycles; /* MW_MAX_KINDS: per kind, the clock cycles one instance of its bulk
+                        * tasks took where last timed, 0 before; plain loads and stores of any
+                        * warp, a hint (runtime.cuh, mw_alone) */
   mw_u64 *frame_ring;  /* the free frame ring (see above) */
   mw_u32 *slot_next;   /* free-stack links for device slots */
   mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */

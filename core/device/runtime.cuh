@@ -2754,9 +2754,10 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
  * instance completes the future. A cancelled bulk task runs no more instances: the worker that
  * sees the request claims the rest and skips them. c->kind, c->off and c->bulk are set for the
  * instances; the caller restores what it needs. Collective.
- * Alone (a join of a bulk task nobody else can reach: its record claimed, nothing invited, at
- * most MW_JOIN_ALONE instances), the counters are this warp's: no claims, no invitations; it
- * runs every instance, looking for the task's cancellation before each. */
+ * Alone (a join of a bulk task nobody else can reach: its record claimed, nothing invited, as
+ * many instances as mw_alone allows), the counters are this warp's: no claims, no invitations; it
+ * runs every instance, looking for the task's cancellation before each. Each chunk's instances
+ * are timed into the kind's hint (protocol.h, Running a bulk task's instances alone). */
 template <bool JOIN>
 __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, bool alone) {
   mw_state *st = c->st;
@@ -2773,6 +2774,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   mw_u32 next = 0; /* alone: the next instance */
+  mw_u32 seen = c->lane == 0 ? mw_ld32(&st->inst_cycles[kind & (MW_MAX_KINDS - 1u)]) : 0u; /* the kind's hint */
   mw_probe_bulk_mark(c->lane, c->cw, fut, 0);
   for (;;) {
     /* a joining level keeps up its periodic work (polling, its levels' cancellation, the host's
@@ -2824,6 +2826,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
     if (skip && c->lane == 0) atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
     if (c->trace_ev && !skip) mw_trace_begin(c, kind, fut, i);
     const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
+    const long long t0 = clock64();
     for (mw_u32 k = i; k < end && !skip; ++k) {
       MW_PROBE(MW_PR_INSTANCE);
       mw_u32 *dst = (mw_u32 *)(c->stk + off);
@@ -2852,6 +2855,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
     if (c->trace_ev && !skip) mw_trace_end(c, failed ? MW_TR_FAILED : MW_TR_DONE, end - i);
     mw_u32 completed = 0;
     if (c->lane == 0) {
+      if (!skip && !failed) mw_inst_time(c, kind, end - i, t0, &seen);
       MW_PROBE(MW_PR_BULK_DONE);
       bool last;
       if (JOIN && alone) {
@@ -2931,7 +2935,7 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
         if (atomicCAS(&r->state, st, (st & ~15u) | MW_REC_OWNED) == st) {
           MW_FENCE_CTA();
           mw_st32(&r->state, (st & ~15u) | MW_REC_FREE);
-          go = 1u | (mw_frame(c, f)->bulk_n <= MW_JOIN_ALONE) << 1 | f << 2; /* the record's reference is the join's */
+          go = 1u | (mw_u32)mw_alone(c, r->kind, mw_frame(c, f)->bulk_n) << 1 | f << 2; /* the record's reference is the join's */
         }
         break;
       }

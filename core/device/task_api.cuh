@@ -422,13 +422,41 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
   else return 0;
   return (mw_u64)lo << 32 | MW_FUT_INLINE_TAG | rtype << 8 | mode;
 }
-/* A level that joins a bulk task of at most this many instances runs them all itself, with no
- * claims or invitations (0: it always claims and invites as the workers do, to compare); a
- * spawn-now of a bulk task of a pure kind of at most this many calls their bodies itself. */
+/* A spawner runs the instances of a bulk task it awaits at once itself (protocol.h, Running a
+ * bulk task's instances alone): at most MW_JOIN_ALONE of a kind never timed (0: never, to
+ * compare), as many as fit in MW_ALONE_CYCLES of a kind timed, never more than MW_ALONE_MAX. */
 #ifndef MW_JOIN_ALONE
 #define MW_JOIN_ALONE 4u
 #endif
+#ifndef MW_ALONE_CYCLES
+#define MW_ALONE_CYCLES 40000u
+#endif
+#ifndef MW_ALONE_MAX
+#define MW_ALONE_MAX 64u
+#endif
 #ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
+/* Whether a spawner runs the n instances of its bulk task of kind itself (above). */
+__device__ __forceinline__ bool mw_alone(const mw_ctx *c, mw_u32 kind, mw_u64 n) {
+  if (MW_JOIN_ALONE == 0u) return false;
+  if (n <= 1u) return true;
+  if (n > MW_ALONE_MAX) return false;
+  const mw_u32 t = *(const volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)];
+  return t ? (mw_u64)t * n <= MW_ALONE_CYCLES : n <= MW_JOIN_ALONE;
+}
+/* The time per instance of count instances of kind that began at clock t0 into the hint
+ * (protocol.h, above) if it differs by more than a quarter from *seen (what the caller read
+ * there; updated). Lane 0. */
+__device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u32 count, long long t0, mw_u32 *seen) {
+  const long long dt = clock64() - t0;
+  if (!count || dt <= 0) return;
+  mw_u64 per = (mw_u64)dt / count;
+  per = per ? (per > 0xffffffffull ? 0xffffffffull : per) : 1u;
+  const mw_u64 old = *seen;
+  if (per * 4u < old * 3u || per * 4u > old * 5u) {
+    *(volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)] = (mw_u32)per;
+    *seen = (mw_u32)per;
+  }
+}
 /* Whether a spawn-now of kind with argument struct args (and extra: a bulk task's count) may
  * call the body here: what mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to
  * nest, trace, room for a level), no look at the clock due, and a free slot in the warp's cache
@@ -444,14 +472,15 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 #ifdef MW_SIM
   if (MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes) ^ extra)) return false;
 #else
-  (void)kind, (void)args, (void)args_bytes, (void)extra, (void)line;
+  (void)args, (void)args_bytes, (void)line;
 #endif
   /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
   const mw_u32 n = c->calls + 1u;
   const mw_wstate *ws = c->ws;
   const mw_u32 busy = c->bulk | c->cancelled | c->nest | c->yield | c->trace_due | (mw_u32)c->status |
                       (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
-                      (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u);
+                      (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u) |
+                      (mw_u32)(extra != 0u && !mw_alone(c, kind, extra));
   if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
   if (c->lane == 0) c->ws->progress = n;
@@ -471,7 +500,7 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   return f;
 }
 /* The instances of a bulk task that its spawner runs here, one after the other (the generated
- * mw_spawn_now_bulk__T, at most MW_JOIN_ALONE of them): every instance runs, as on the workers,
+ * mw_spawn_now_bulk__T, as many as mw_alone allows): every instance runs, as on the workers,
  * and the first failure is the task's. */
 struct mw_direct_bulk {
   mw_u32 failed;
@@ -491,9 +520,14 @@ __device__ __forceinline__ void mw_direct_instance_end(mw_ctx *c, mw_direct_bulk
   }
   c->status = MW_RUN_DONE;
 }
-__device__ __forceinline__ future mw_direct_bulk_done(mw_ctx *c, mw_u32 kind, const mw_direct_bulk *r) {
+__device__ __forceinline__ future mw_direct_bulk_done(mw_ctx *c, mw_u32 kind, const mw_direct_bulk *r, mw_u32 n,
+                                                     long long t0) {
   c->bulk = 0;
   c->index = 0;
+  if (n > 1u && c->lane == 0) { /* the kind's instances timed (one alone is alone whatever they take) */
+    mw_u32 seen = *(const volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)];
+    mw_inst_time(c, kind, n, t0, &seen);
+  }
   if (r->failed) {
     c->status = MW_RUN_FAIL;
     c->fail_code = r->code;
@@ -541,6 +575,12 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 __device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
   return n == 1u && MW_FUT_IS_INLINE(fs[0].h) && !c->bulk;
 }
+/* A body's variable written back into its frame member before an await that may suspend the
+ * task (generate.c, put_task_body: the suspension copies the frame, mw_suspend); a const one (a
+ * future parameter) cannot change: nothing. Entered again at the await's resume point, the body
+ * has them as they were kept, so mw_await_more needs no keep. */
+template <class T> __device__ __forceinline__ void mw_keep(T &member, const T &v) { member = v; }
+template <class T> __device__ __forceinline__ void mw_keep(const T &, const T &) {}
 /* An await is a resume point k of the body's state machine. The first time through, the
  * futures are noted and looked at; the body returns when a child must run inline first or the
  * task suspends, and comes back in at case k, where the await goes on with what is left (the
@@ -552,7 +592,7 @@ __device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs,
     {                                                                                        \
       const future _mw_fs[] = {__VA_ARGS__};                                                 \
       _mw_done = mw_await_done(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)));     \
-      if (!_mw_done && mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k))) \
+      if (!_mw_done && (_MW_KEEP(), mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))) \
         return _mw_ret_t();                                                                  \
     }                                                                                        \
     if (0) {                                                                                 \

@@ -211,6 +211,10 @@ static size_t stats_bytes(const mw_runtime *rt) {
   return MW_MAX_KINDS * sizeof(mw_stat_row) +
          (size_t)rt->max_workers * MW_STAT_ENTRIES * sizeof(mw_stat_entry);
 }
+/* The same array goes on with the per-kind instance times (protocol.h, mw_state.inst_cycles). */
+static size_t stats_and_hints_bytes(const mw_runtime *rt) {
+  return stats_bytes(rt) + MW_MAX_KINDS * sizeof(uint32_t);
+}
 
 /* Device arrays; on sim also the CTAs' shared state (on the GPU it is on chip). */
 static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
@@ -225,7 +229,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->frames_dev, nf * rt->frame_bytes},
       {&rt->slots_dev, ns * sizeof(mw_slot)},
       {&rt->workers_dev, mw * sizeof(mw_worker)},
-      {&rt->stats_dev, stats_bytes(rt)},
+      {&rt->stats_dev, stats_and_hints_bytes(rt)},
       {&rt->frame_ring_dev, (size_t)pow2_at_least(nf) * sizeof(uint64_t)},
       {&rt->slot_next_dev, ns * sizeof(uint32_t)},
       {&rt->gq_dev, (size_t)gq_cap * sizeof(uint32_t)},
@@ -315,7 +319,7 @@ static int fill_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {rt->nodes_dev, rt->nnodes, sizeof(uint64_t), fill_high_links},
       {rt->hrefs_dev, rt->host_slots, sizeof(uint32_t), NULL},
       {rt->workers_dev, mw, sizeof(mw_worker), NULL},
-      {rt->stats_dev, stats_bytes(rt) / sizeof(uint64_t), sizeof(uint64_t), NULL},
+      {rt->stats_dev, stats_and_hints_bytes(rt) / sizeof(uint64_t), sizeof(uint64_t), NULL},
   };
   int rc;
   for (size_t i = 0; i < sizeof fills / sizeof fills[0]; ++i)
@@ -348,6 +352,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
   st->spill = (mw_stat_row *)(uintptr_t)rt->stats_dev;
   st->stats = (mw_stat_entry *)(uintptr_t)(rt->stats_dev + MW_MAX_KINDS * sizeof(mw_stat_row));
+  st->inst_cycles = (mw_u32 *)(uintptr_t)(rt->stats_dev + stats_bytes(rt));
   st->frame_ring = (mw_u64 *)(uintptr_t)rt->frame_ring_dev;
   st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
   st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
