@@ -381,8 +381,8 @@ static void for_kept_names(mw__sb *b, const mw__task *t, void (*put)(mw__sb *, c
   }
 }
 static void put_copy_in(mw__sb *b, const char *n, size_t len) {
-  mw__sb_printf(b, "  [[maybe_unused]] decltype(this->%.*s) %.*s = this->%.*s;\n", (int)len, n, (int)len, n,
-                (int)len, n);
+  mw__sb_printf(b, "  decltype(this->%.*s) %.*s = this->%.*s;\n  (void)%.*s;\n", (int)len, n, (int)len, n,
+                (int)len, n, (int)len, n);
 }
 static void put_copy_out(mw__sb *b, const char *n, size_t len) {
   mw__sb_printf(b, " mw_keep(this->%.*s, %.*s),", (int)len, n, (int)len, n);

@@ -429,7 +429,7 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
 #define MW_JOIN_ALONE 4u
 #endif
 #ifndef MW_ALONE_CYCLES
-#define MW_ALONE_CYCLES 60000u
+#define MW_ALONE_CYCLES 40000u
 #endif
 #ifndef MW_ALONE_MAX
 #define MW_ALONE_MAX 64u
