@@ -2,20 +2,44 @@
 # gpu.sh - the whole check on a GPU machine, bounded in time: build, the #gpu specs, the examples
 # on cuda, the benchmarks. Needs .gpu/ from scripts/gpu-prepare.sh (see the README).
 # Usage: bash scripts/gpu.sh [out-dir [step...]]
-#   steps: examples specs (a busted process a spec file, $SPEC_FILES, under $SPEC_TIMEOUT) bench soak sanitize (default: all), quick ($QUICK_VARIANTS), core (bench/core.lua per
-#   variant, $CORE_VARIANTS), sweep (bench/core.lua and
-#   bench/hops.lua over worker counts, $SWEEP_WORKERS; the suite at $SUITE_WORKERS), and probes (the executor built with
-#   MOONWARP_PROBES=1 times each step of a chain of hops, a pipeline and fib(18) on 1 and 4 workers, and the micro
-#   benchmarks of bench/micro/ give the cost of each kind of operation in the same run;
-#   $PROBE_VARIANTS names variants of the executor to time beside it; $BENCH_VARIANTS does the
-#   same for bench/suite.lua in the bench step, $ROUNDTRIP_VARIANTS for bench_roundtrip alone). bench starts with the compile figures:
-#   NVRTC's time for the bench programs (cold), ptxas -v and the SASS size of their kernel.
+#   steps (default: examples specs bench soak sanitize):
+#   examples   the C host example and the Lua examples on cuda
+#   specs      the #gpu specs, one busted process per spec file ($SPEC_FILES), each under
+#              $SPEC_FILE_TIMEOUT and all under $SPEC_TIMEOUT
+#   bench      the compile figures (NVRTC's time for the bench programs, cold; ptxas -v and the
+#              SASS of their kernel), bench/core.lua, hops, stages, the baselines and
+#              bench/suite.lua ($BENCH_VARIANTS: the suite again per variant of the executor;
+#              $ROUNDTRIP_VARIANTS: bench_roundtrip alone per variant)
+#   soak       bench/soak.lua, ten million tasks
+#   sanitize   compute-sanitizer $SAN_TOOLS over $SAN_SPECS
+#   sweep      bench/core.lua and bench/hops.lua over $SWEEP_WORKERS; the suite at $SUITE_WORKERS
+#   probes     the executor built with MOONWARP_PROBES=1 times each step of a chain of hops, a
+#              pipeline and fib(18) on $PROBE_WORKERS, beside bench/micro/'s cost of each kind
+#              of operation ($PROBE_VARIANTS: variants of the executor timed the same way)
+#   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
+#   quick      pipelines of batch 1 and a chain of hops per variant ($QUICK_VARIANTS)
+#   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
+#   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
 shift || true
 steps=" ${*:-examples specs bench soak sanitize} "
-want() { [[ $steps == *" $1 "* ]]; }
+# $GPU_DEADLINE: seconds from now by which the script must be done (0 or unset: no bound of its
+# own). A step that needs more than is left is not begun, and says so; the specs stop in time.
+started=$(date +%s)
+[[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
+left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40)
+want() {
+  [[ $steps == *" $1 "* ]] || return 1
+  local l
+  l=$(left)
+  if [ "$l" -lt "${needs[$1]:-30}" ]; then
+    echo "== $1: not run, ${l} s left of GPU_DEADLINE (it needs ${needs[$1]:-30})"
+    return 1
+  fi
+}
 mkdir -p "$out"
 source .gpu/env.sh
 # the carried packages are unpacked under /tmp/lua-root: point pkg-config at them
@@ -48,6 +72,8 @@ if want specs; then
   : >"$out/specs.txt"
   files=${SPEC_FILES:-$(grep -l "support.each_backend" spec/*_spec.lua)}
   end_at=$(($(date +%s) + ${SPEC_TIMEOUT:-450}))
+  l=$(left)
+  [ $(($(date +%s) + l - 5)) -lt "$end_at" ] && end_at=$(($(date +%s) + l - 5)) # GPU_DEADLINE comes first
   passed=0 failed=0 skipped=0 late=""
   for f in $files; do
     left=$((end_at - $(date +%s)))
@@ -68,7 +94,7 @@ if want specs; then
     fi
   done
   rm -f "$out/spec-one.txt"
-  [ -n "$late" ] && echo "not run (the step's bound, ${SPEC_TIMEOUT:-450} s, came first):$late" | tee -a "$out/specs.txt"
+  [ -n "$late" ] && echo "not run (the step's bound, ${SPEC_TIMEOUT:-450} s, or GPU_DEADLINE came first):$late" | tee -a "$out/specs.txt"
   grep -E "^(failure|error|FAILED|ERROR)" -A3 "$out/specs.txt"
   grep "^file: " "$out/specs.txt"
   echo "$passed passed, $failed failed, $skipped skipped" | tee -a "$out/specs.txt"
@@ -137,7 +163,7 @@ if want bench; then
   MOONWARP_NO_STAGING=1 timeout 60 luajit bench/copy.lua cuda 256 2>&1 | tee -a "$out/bench.txt"
   kill $smi 2>/dev/null
 fi
-if [[ $steps == *" sweep "* ]]; then
+if want sweep; then
   step "sweep over worker counts"
   for w in ${SWEEP_WORKERS:-4 16 132 528 1056}; do
     timeout 100 luajit bench/core.lua cuda $w 2>&1 | tee -a "$out/sweep.txt"
@@ -151,7 +177,7 @@ if [[ $steps == *" sweep "* ]]; then
       grep -E "^(bulk|pipeline|dynamic|dependent|fork|round trip|host spawns)|bench on"
   done
 fi
-if [[ $steps == *" probes "* ]]; then
+if want probes; then
   step "probes: the executor's steps in cycles, and the cost of each kind of operation"
   for m in smcost pathcost; do
     timeout 120 nvcc -O3 -arch=native bench/micro/$m.cu -o build-gpu/$m && timeout 30 build-gpu/$m 2>&1 | tee -a "$out/probes.txt"
@@ -172,7 +198,7 @@ if [[ $steps == *" probes "* ]]; then
     MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
   done
 fi
-if [[ $steps == *" core "* ]]; then
+if want core; then
   # bench/core.lua (round trip, hop, fib) per variant of the executor ($CORE_VARIANTS, "-" the
   # default), in one call: a change of the hot path against the old way it keeps as a variant
   step "core figures per variant"
@@ -182,7 +208,7 @@ if [[ $steps == *" core "* ]]; then
     MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/core.txt"
   done
 fi
-if [[ $steps == *" quick "* ]]; then
+if want quick; then
   # a few seconds per variant of the executor ($QUICK_VARIANTS, "-" the default): pipelines of
   # batch 1 and a chain of hops on all workers, for a change measured where the suite cannot fit
   step "quick: pipelines and hops per variant"
