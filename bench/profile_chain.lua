@@ -1,15 +1,16 @@
 -- profile_chain.lua - a chain of dependent device hops, a series of pipelines, or fib, on a few workers
 -- and nothing else, for a profiler to sample (ncu --replay-mode application, see bench/NOTES.md)
 -- or for the executor's probes (MOONWARP_PROBES=1, scripts/gpu.sh probes).
---   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk]
+--   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk] [batch]
 --   (defaults: auto, 20000, 4, chain; workers 0: the runtime's default; for pipeline, hops is the
---   number of pipelines of batch 1, each spawned and awaited from the host; for fib, hops is n;
---   for bulk, hops is the MB of each of x and y of a saxpy run 10 times from the host)
+--   number of pipelines of `batch` tiles (default 1), each spawned and awaited from the host; for
+--   fib, hops is n; for bulk, hops is the MB of each of x and y of a saxpy run 10 times from the
+--   host)
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
-local what = arg[4] or "chain"
-assert(what == "chain" or what == "pipeline" or what == "fib" or what == "bulk",
-  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk]")
+local what, batch = arg[4] or "chain", tonumber(arg[5] or 1)
+assert((what == "chain" or what == "pipeline" or what == "fib" or what == "bulk") and batch and batch >= 1,
+  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk] [batch]")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
@@ -39,10 +40,11 @@ elseif what == "bulk" then
     12 * n / best / 1e9))
   count = 10 * blocks
 else
-  local m, t, u = rt:buffer("float", 256), rt:buffer("float", 256), rt:buffer("float", 256)
-  for _ = 1, hops do assert(prog.pipeline(t, m, u, 1):await(60) == 1) end
+  local m, t, u = rt:buffer("float", 256), rt:buffer("float", 256 * batch), rt:buffer("float", 256 * batch)
+  for _ = 1, hops do assert(prog.pipeline(t, m, u, batch):await(60) == batch) end
 end
-local noun = ({chain = "hops", pipeline = "pipelines", fib = "fib tasks", bulk = "bulk instances"})[what]
+local noun = ({chain = "hops", pipeline = ("pipelines of batch %d"):format(batch), fib = "fib tasks",
+  bulk = "bulk instances"})[what]
 print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(count, noun,
   mw.now() - t0, (mw.now() - t0) * 1e6 / count, rt.backend, rt:stats().workers))
 rt:close()

@@ -14,8 +14,9 @@
 #   sanitize   compute-sanitizer $SAN_TOOLS over $SAN_SPECS
 #   sweep      bench/core.lua and bench/hops.lua over $SWEEP_WORKERS; the suite at $SUITE_WORKERS
 #   probes     the executor built with MOONWARP_PROBES=1 times each step of a chain of hops, a
-#              pipeline and fib(18) on $PROBE_WORKERS, beside bench/micro/'s cost of each kind
-#              of operation ($PROBE_VARIANTS: variants of the executor timed the same way)
+#              pipeline (of each batch of $PROBE_BATCHES) and fib(18) on $PROBE_WORKERS, beside
+#              bench/micro/'s cost of each kind of operation ($PROBE_VARIANTS: variants of the
+#              executor timed the same way)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
 #   quick      pipelines of batch 1 and a chain of hops per variant ($QUICK_VARIANTS)
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
@@ -190,8 +191,10 @@ if want probes; then
     for w in ${PROBE_WORKERS:-1 4}; do
       MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 |
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
-      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 2000 $w pipeline 2>&1 |
-        grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
+      for b in ${PROBE_BATCHES:-1 32}; do # batch 32: stages of more instances than run alone (the join path)
+        MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 2000 $w pipeline $b 2>&1 |
+          grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
+      done
       MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 18 $w fib 2>&1 |
         grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
     done
