@@ -5,7 +5,7 @@
 #   steps (default: examples specs bench soak sanitize):
 #   examples   the C host example and the Lua examples on cuda
 #   specs      the #gpu specs, one busted process per spec file ($SPEC_FILES), each under
-#              $SPEC_FILE_TIMEOUT and all under $SPEC_TIMEOUT
+#              $SPEC_FILE_TIMEOUT and all under $SPEC_TIMEOUT, $SPEC_JOBS of them at once
 #   bench      the compile figures (NVRTC's time for the bench programs, cold; ptxas -v and the
 #              SASS of their kernel), bench/core.lua, hops, stages, the baselines and
 #              bench/suite.lua ($BENCH_VARIANTS: the suite again per variant of the executor;
@@ -65,36 +65,50 @@ if want specs; then
   # one busted process per spec file, each under its own bound and all under $SPEC_TIMEOUT, so a
   # file that hangs or a bound that comes early costs that file, not the ones after it; the
   # files not reached are named. $SPEC_FILES: the files (default: every spec of both backends);
-  # $SPEC_ARGS: more busted arguments for each.
+  # $SPEC_ARGS: more busted arguments for each; $SPEC_JOBS: files run at once (default 1; each
+  # process has a runtime of its own on the one GPU, so more than one shares the GPU between
+  # persistent kernels: the NVRTC compiles, most of the step's time, run side by side).
   step "#gpu specs"
-  for v in "${SPEC_TIMEOUT:-450}" "${SPEC_FILE_TIMEOUT:-240}"; do
-    [[ $v =~ ^[0-9]+$ ]] || { echo "SPEC_TIMEOUT and SPEC_FILE_TIMEOUT are seconds, got '$v'"; exit 2; }
+  for v in "${SPEC_TIMEOUT:-450}" "${SPEC_FILE_TIMEOUT:-240}" "${SPEC_JOBS:-1}"; do
+    [[ $v =~ ^[0-9]+$ ]] || { echo "SPEC_TIMEOUT, SPEC_FILE_TIMEOUT and SPEC_JOBS are numbers, got '$v'"; exit 2; }
   done
   : >"$out/specs.txt"
-  files=${SPEC_FILES:-$(grep -l "support.each_backend" spec/*_spec.lua)}
+  files=(${SPEC_FILES:-$(grep -l "support.each_backend" spec/*_spec.lua)})
   end_at=$(($(date +%s) + ${SPEC_TIMEOUT:-450}))
   l=$(left)
   [ $(($(date +%s) + l - 5)) -lt "$end_at" ] && end_at=$(($(date +%s) + l - 5)) # GPU_DEADLINE comes first
-  passed=0 failed=0 skipped=0 late=""
-  for f in $files; do
-    left=$((end_at - $(date +%s)))
-    if [ "$left" -lt 10 ]; then late="$late $f"; continue; fi
-    [ "$left" -gt "${SPEC_FILE_TIMEOUT:-240}" ] && left=${SPEC_FILE_TIMEOUT:-240}
-    MW_SPEC_TRACE=1 timeout "$left" luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim ${SPEC_ARGS:-} "$f" >"$out/spec-one.txt" 2>&1
-    rc=$?
-    cat "$out/spec-one.txt" >>"$out/specs.txt"
+  rm -f "$out"/spec-[0-9]*.*
+  run_file() { # index, file, bound: its output, exit status and bound into $out/spec-<index>.*
+    MW_SPEC_TRACE=1 timeout "$3" luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim ${SPEC_ARGS:-} "$2" >"$out/spec-$1.txt" 2>&1
+    echo "$?" >"$out/spec-$1.rc"
+  }
+  late=""
+  for i in "${!files[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "${SPEC_JOBS:-1}" ]; do wait -n; done
+    bound=$((end_at - $(date +%s)))
+    if [ "$bound" -lt 10 ]; then late="$late ${files[$i]}"; continue; fi
+    [ "$bound" -gt "${SPEC_FILE_TIMEOUT:-240}" ] && bound=${SPEC_FILE_TIMEOUT:-240}
+    echo "$bound" >"$out/spec-$i.bound"
+    run_file "$i" "${files[$i]}" "$bound" &
+  done
+  wait
+  passed=0 failed=0 skipped=0
+  for i in "${!files[@]}"; do
+    [ -f "$out/spec-$i.bound" ] || continue
+    cat "$out/spec-$i.txt" >>"$out/specs.txt"
     # a file's counts come from its summary line; with none (killed by its bound, a crash, a
     # file that is not there) the file counts as one failure
-    if read -r p _ q _ r _ < <(grep -E "^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$out/spec-one.txt" | tail -1); then
+    if read -r p _ q _ r _ < <(grep -E "^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$out/spec-$i.txt" | tail -1); then
       passed=$((passed + p)) failed=$((failed + q)) skipped=$((skipped + r))
     else
+      rc=$(cat "$out/spec-$i.rc" 2>/dev/null || echo "?")
       why="exit status $rc"
-      [ "$rc" -eq 124 ] && why="killed by its time bound (${left} s)"
-      echo "FAILED: $f: no summary line, $why" >>"$out/specs.txt"
+      [ "$rc" = 124 ] && why="killed by its time bound ($(cat "$out/spec-$i.bound") s)"
+      echo "FAILED: ${files[$i]}: no summary line, $why" >>"$out/specs.txt"
       failed=$((failed + 1))
     fi
   done
-  rm -f "$out/spec-one.txt"
+  rm -f "$out"/spec-[0-9]*.*
   [ -n "$late" ] && echo "not run (the step's bound, ${SPEC_TIMEOUT:-450} s, or GPU_DEADLINE came first):$late" | tee -a "$out/specs.txt"
   grep -E "^(failure|error|FAILED|ERROR)" -A3 "$out/specs.txt"
   grep "^file: " "$out/specs.txt"
