@@ -49,6 +49,18 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export MOONWARP_CACHE_DIR=/tmp/mw-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee "$out/device.txt"
 step() { echo "== $*"; }
+# per_variant LIST FILE CMD...: CMD once per variant of the executor in LIST ("-" the default
+# build, NAME built with -DNAME through MOONWARP_DEVICE_DEFINE), its output under a "# variant:"
+# line in $out/FILE
+per_variant() {
+  local list=$1 file=$2 v
+  shift 2
+  for v in $list; do
+    [ "$v" = - ] && v=
+    echo "# variant: ${v:-default}" | tee -a "$out/$file"
+    MOONWARP_DEVICE_DEFINE=$v "$@" 2>&1 | tee -a "$out/$file"
+  done
+}
 step build
 timeout 300 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 &&
   timeout 300 cmake --build build-gpu -j 16 >>"$out/cmake.log" 2>&1 || { tail -40 "$out/cmake.log"; exit 1; }
@@ -199,42 +211,32 @@ if want probes; then
   done
   # each variant of the executor ($PROBE_VARIANTS: "-" is the default build, a NAME builds it with
   # -DNAME through MOONWARP_DEVICE_DEFINE) is timed in the same run: probes, then bench/core.lua
-  for v in ${PROBE_VARIANTS:--}; do
-    [ "$v" = - ] && v=
-    echo "# variant: ${v:-default}" | tee -a "$out/probes.txt"
+  probe() { MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda "$@" 2>&1 | grep -v "^probe worker [1-9]"; }
+  probe_all() {
     for w in ${PROBE_WORKERS:-1 4}; do
-      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 20000 $w 2>&1 |
-        grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
-      for b in ${PROBE_BATCHES:-1 32}; do # batch 32: stages of more instances than run alone (the join path)
-        MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 2000 $w pipeline $b 2>&1 |
-          grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
-      done
-      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 120 luajit bench/profile_chain.lua cuda 18 $w fib 2>&1 |
-        grep -v "^probe worker [1-9]" | tee -a "$out/probes.txt"
+      probe 20000 "$w"
+      for b in ${PROBE_BATCHES:-1 32}; do probe 2000 "$w" pipeline "$b"; done # 32: the join path
+      probe 18 "$w" fib
     done
-    MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/probes.txt"
-  done
+    timeout 100 luajit bench/core.lua cuda
+  }
+  per_variant "${PROBE_VARIANTS:--}" probes.txt probe_all
 fi
 if want core; then
   # bench/core.lua (round trip, hop, fib) per variant of the executor ($CORE_VARIANTS, "-" the
   # default), in one call: a change of the hot path against the old way it keeps as a variant
   step "core figures per variant"
-  for v in ${CORE_VARIANTS:--}; do
-    [ "$v" = - ] && v=
-    echo "# variant: ${v:-default}" | tee -a "$out/core.txt"
-    MOONWARP_DEVICE_DEFINE=$v timeout 100 luajit bench/core.lua cuda 2>&1 | tee -a "$out/core.txt"
-  done
+  per_variant "${CORE_VARIANTS:--}" core.txt timeout 100 luajit bench/core.lua cuda
 fi
 if want quick; then
   # a few seconds per variant of the executor ($QUICK_VARIANTS, "-" the default): pipelines of
   # batch 1 and a chain of hops on all workers, for a change measured where the suite cannot fit
   step "quick: pipelines and hops per variant"
-  for v in ${QUICK_VARIANTS:--}; do
-    [ "$v" = - ] && v=
-    echo "# variant: ${v:-default}" | tee -a "$out/quick.txt"
-    MOONWARP_DEVICE_DEFINE=$v timeout 60 luajit bench/profile_chain.lua cuda 4000 0 pipeline 2>&1 | tee -a "$out/quick.txt"
-    MOONWARP_DEVICE_DEFINE=$v timeout 60 luajit bench/profile_chain.lua cuda 20000 0 2>&1 | tee -a "$out/quick.txt"
-  done
+  quick_one() {
+    timeout 60 luajit bench/profile_chain.lua cuda 4000 0 pipeline
+    timeout 60 luajit bench/profile_chain.lua cuda 20000 0
+  }
+  per_variant "${QUICK_VARIANTS:--}" quick.txt quick_one
 fi
 if want soak; then
   step soak
