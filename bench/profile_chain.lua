@@ -9,7 +9,8 @@
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what, batch = arg[4] or "chain", tonumber(arg[5] or 1)
-assert((what == "chain" or what == "pipeline" or what == "fib" or what == "bulk") and batch and batch >= 1,
+assert((what == "chain" or what == "pipeline" or what == "fib" or what == "bulk") and batch and batch >= 1
+  and batch == math.floor(batch),
   "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk] [batch]")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
