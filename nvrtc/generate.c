@@ -362,14 +362,51 @@ static void put_dispatch_case(mw__sb *b, const place *at, const mw__task *t, uns
                   local, at->tag, t->name);
 }
 
+/* Whether name (len bytes) is one the body's prologue declares itself, or a reserved one. */
+static int name_taken(const char *name, size_t len) {
+  return (len == 4 && !strncmp(name, "lane", 4)) || (len == 5 && !strncmp(name, "index", 5)) ||
+         (len >= 3 && !strncmp(name, "_mw", 3)) || (len == 2 && !strncmp(name, "_c", 2));
+}
+
+/* Calls put(b, name, len) for each parameter and plain 'local' of t that the body keeps in a
+ * variable of its own (put_task_body). */
+static void for_kept_names(mw__sb *b, const mw__task *t, void (*put)(mw__sb *, const char *, size_t)) {
+  for (int k = 0; k < t->nparams; ++k)
+    if (!name_taken(t->params[k].name, strlen(t->params[k].name))) put(b, t->params[k].name, strlen(t->params[k].name));
+  for (int k = 0; k < t->nlocals; ++k) {
+    const char *at = t->locals[k].decl;
+    mw__declarator dc;
+    while (mw__next_declarator(t->locals[k].decl, &at, &dc))
+      if (dc.plain && !name_taken(dc.name, dc.len)) put(b, dc.name, dc.len);
+  }
+}
+static void put_copy_in(mw__sb *b, const char *n, size_t len) {
+  mw__sb_printf(b, "  [[maybe_unused]] decltype(this->%.*s) %.*s = this->%.*s;\n", (int)len, n, (int)len, n,
+                (int)len, n);
+}
+static void put_copy_out(mw__sb *b, const char *n, size_t len) {
+  mw__sb_printf(b, " mw_keep(this->%.*s, %.*s),", (int)len, n, (int)len, n);
+}
+
+/* A task body: its state machine (a switch over its resume points) in a member function of its
+ * frame. The parameters and plain locals live in variables of the body, copied from the frame
+ * at each entry and back into it (_MW_KEEP, task_api.cuh) only before an await that may
+ * suspend the task: between those they are registers, not the frame's memory, which any store
+ * through the context could alias. MW_LOCALS_IN_FRAME: the body works on the frame's
+ * members themselves, as before (a variant to compare). */
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
-  /* a leaf never awaits: it has no resume point but the start */
+  mw__sb_puts(b, "#ifdef MW_LOCALS_IN_FRAME\n#define _MW_KEEP() ((void)0)\n#else\n#define _MW_KEEP() (");
+  for_kept_names(b, t, put_copy_out);
+  mw__sb_puts(b, " (void)0)\n#endif\n");
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n  switch (%s) {\n  case 0:;",
-                t->name, t->name, task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n#ifndef MW_LOCALS_IN_FRAME\n",
+                t->name, t->name);
+  for_kept_names(b, t, put_copy_in);
+  /* a leaf never awaits: it has no resume point but the start */
+  mw__sb_printf(b, "#endif\n  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
@@ -385,7 +422,7 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
     from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
   }
   mw__sb_put(b, p->src + from, t->body_end + 1 - from);
-  mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n");
+  mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n#undef _MW_KEEP\n");
 }
 
 /* The integer types protocol.h expects from its includer, as the device has them (builtin types:

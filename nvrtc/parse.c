@@ -900,14 +900,14 @@ int mw__next_declarator(const char *decl, const char **at, mw__declarator *out) 
   const char *seg = *at;
   if (!seg) return 0;
   const char *end = seg;
-  int depth = 0;
+  int depth = 0, parens = 0;
   while (*end && !(*end == ',' && depth == 0)) {
     if (*end == '(' || *end == '[' || *end == '{') ++depth;
     if (*end == ')' || *end == ']' || *end == '}') --depth;
     ++end;
   }
   const char *stop = seg;
-  while (stop < end && *stop != '=' && *stop != '[') ++stop;
+  while (stop < end && *stop != '=' && *stop != '[') parens |= *stop++ == '(';
   const char *ne = stop;
   while (ne > seg && isspace((unsigned char)ne[-1])) --ne;
   const char *nb = ne;
@@ -917,6 +917,7 @@ int mw__next_declarator(const char *decl, const char **at, mw__declarator *out) 
   out->array = stop < end && *stop == '[';
   out->stars = 0;
   for (const char *q = seg; q < nb; ++q) out->stars += *q == '*';
+  out->plain = !out->array && !parens && out->len > 0 && !isdigit((unsigned char)nb[0]);
   out->type_end = seg == decl ? nb : NULL;
   *at = *end ? end + 1 : NULL;
   return 1;

@@ -67,6 +67,7 @@ typedef struct mw__declarator {
   const char *name; /* the name, in the declaration's text, len bytes */
   size_t len;
   int array, stars; /* an array ('[' before any '='); the stars before the name */
+  int plain;        /* a name and its stars only (no array, no parenthesis): a copy of it is a value */
   const char *type_end; /* the first declarator's: where its stars and name begin (the type is
                          * before); NULL for the others */
 } mw__declarator;

@@ -429,7 +429,7 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
 #define MW_JOIN_ALONE 4u
 #endif
 #ifndef MW_ALONE_CYCLES
-#define MW_ALONE_CYCLES 40000u
+#define MW_ALONE_CYCLES 60000u
 #endif
 #ifndef MW_ALONE_MAX
 #define MW_ALONE_MAX 64u
@@ -575,6 +575,12 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 __device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
   return n == 1u && MW_FUT_IS_INLINE(fs[0].h) && !c->bulk;
 }
+/* A body's variable written back into its frame member before an await that may suspend the
+ * task (generate.c, put_task_body: the suspension copies the frame, mw_suspend); a const one (a
+ * future parameter) cannot change: nothing. Entered again at the await's resume point, the body
+ * has them as they were kept, so mw_await_more needs no keep. */
+template <class T> __device__ __forceinline__ void mw_keep(T &member, const T &v) { member = v; }
+template <class T> __device__ __forceinline__ void mw_keep(const T &, const T &) {}
 /* An await is a resume point k of the body's state machine. The first time through, the
  * futures are noted and looked at; the body returns when a child must run inline first or the
  * task suspends, and comes back in at case k, where the await goes on with what is left (the
@@ -586,7 +592,7 @@ __device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs,
     {                                                                                        \
       const future _mw_fs[] = {__VA_ARGS__};                                                 \
       _mw_done = mw_await_done(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)));     \
-      if (!_mw_done && mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k))) \
+      if (!_mw_done && (_MW_KEEP(), mw_await(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k)))) \
         return _mw_ret_t();                                                                  \
     }                                                                                        \
     if (0) {                                                                                 \
