@@ -132,6 +132,7 @@ typedef struct mw__build_opts {
   const char *const *include_dirs; /* absolute, searched in this order */
   int ninclude_dirs;
   int debug;                       /* 1: debug information, no optimisation */
+  int fast;                        /* 1: compile fast (NVRTC --Ofast-compile=min, 12.8 and later) */
   char deps[65]; /* digest of the headers the source reaches in include_dirs ("" when none) */
 } mw__build_opts;
 

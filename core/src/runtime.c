@@ -752,6 +752,7 @@ static int compile_part_to(const mw_runtime *rt, mw__gen_part part, mw_program *
   int rc = gen ? build_options(opt, nopt, gen, &bo, &dirs) : MW_ENOMEM;
   if (rc == MW_ENOMEM) snprintf(err, errlen, "out of memory");
   bo.debug = debug;
+  bo.fast = rt->tiered; /* the first tier loads soon; the one-unit image it gives way to is optimised */
   mw__image_req req = {.source = gen, .bo = &bo, .host_code = rt->ops->host_code, .arch = rt->arch,
                        .object = 1, .progs = progs, .nprogs = nprogs};
   if (!rc) rc = mw__image_compile(&req, out, err, errlen, NULL);
