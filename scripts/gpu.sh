@@ -19,6 +19,8 @@
 #              executor timed the same way)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
 #   quick      pipelines of batch 1 and a chain of hops per variant ($QUICK_VARIANTS)
+#   fastc      NVRTC's time for the bench programs, cold, per build with and without
+#              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
 #   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
 set -uo pipefail
@@ -31,7 +33,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -169,8 +171,9 @@ if want bench; then
   # $BENCH_VARIANTS: the suite again with each variant of the executor (MOONWARP_DEVICE_DEFINE)
   for v in ${BENCH_VARIANTS:-}; do
     echo "# suite, variant $v" | tee -a "$out/bench.txt"
-    mkdir -p "$out/variant-$v"
-    MOONWARP_DEVICE_DEFINE=$v timeout 200 luajit bench/suite.lua --backend cuda --out "$out/variant-$v" 2>&1 |
+    vdir="$out/variant-${v//=/-}" # no '=' in a file name that must travel back
+    mkdir -p "$vdir"
+    MOONWARP_DEVICE_DEFINE=$v timeout 200 luajit bench/suite.lua --backend cuda --out "$vdir" 2>&1 |
       tee -a "$out/bench.txt" | grep -E "^(bulk|pipeline|dynamic|dependent|fork|round trip|host spawns)"
     MOONWARP_DEVICE_DEFINE=$v timeout 60 ./build-gpu/bench_roundtrip 2000 2>&1 | tee -a "$out/bench.txt"
   done
@@ -237,6 +240,19 @@ if want quick; then
     timeout 60 luajit bench/profile_chain.lua cuda 20000 0
   }
   per_variant "${QUICK_VARIANTS:--}" quick.txt quick_one
+fi
+if want fastc; then
+  # the price of --Ofast-compile=min: the load of each build (nothing cached, nor by the driver)
+  # and the figures of the one-unit image compiled with it, against the default in the same call
+  step "fastc: compile time and figures with and without MOONWARP_FAST_COMPILE=1"
+  for f in 0 1; do
+    for b in tiered parts one_unit; do
+      CUDA_CACHE_DISABLE=1 MOONWARP_BUILD=$b MOONWARP_FAST_COMPILE=$f MOONWARP_NO_CACHE=1 \
+        timeout 120 luajit bench/compile.lua cuda 2>&1 | sed "s/^/build $b, fast $f: /" | tee -a "$out/fastc.txt"
+    done
+    MOONWARP_BUILD=one_unit MOONWARP_FAST_COMPILE=$f timeout 100 luajit bench/core.lua cuda 2>&1 |
+      sed "s/^/one unit, fast $f: /" | tee -a "$out/fastc.txt"
+  done
 fi
 if want soak; then
   step soak
