@@ -18,7 +18,8 @@
 #              bench/micro/'s cost of each kind of operation ($PROBE_VARIANTS: variants of the
 #              executor timed the same way)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
-#   quick      pipelines of batch 1 and a chain of hops per variant ($QUICK_VARIANTS)
+#   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
+#              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
@@ -236,7 +237,8 @@ if want quick; then
   # batch 1 and a chain of hops on all workers, for a change measured where the suite cannot fit
   step "quick: pipelines and hops per variant"
   quick_one() {
-    timeout 60 luajit bench/profile_chain.lua cuda 4000 0 pipeline
+    local b
+    for b in ${QUICK_BATCHES:-1}; do timeout 60 luajit bench/profile_chain.lua cuda 4000 0 pipeline "$b"; done
     timeout 60 luajit bench/profile_chain.lua cuda 20000 0
   }
   per_variant "${QUICK_VARIANTS:--}" quick.txt quick_one

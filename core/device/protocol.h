@@ -607,7 +607,10 @@ typedef struct mw_level {
  * instances on the awaiting warp, at the lane stack's offset after the level's frame, with the
  * same claims (atomicAdd on bulk_next) and invitations as any worker running a bulk task: the
  * record's reference is the join's, dropped when no instance is left to claim; then the await
- * goes on as usual (the task completes when the last instance finishes, whoever ran it). So a
+ * goes on as usual (the task completes when the last instance finishes, whoever ran it). Before
+ * it, the joiner watches the future's slot for up to MW_JOIN_SPIN_NS while other workers finish
+ * the instances they claimed (a plain load of the slot's ctl word: a hint; the await reads the
+ * slot as always), so a short task's await finds it complete and does not suspend. So a
  * stage of a pipeline does not wait for an idle worker to find it, nor its driver for a wake-up.
  * A record that nobody joins is published as a spawn's is (stolen, aged, evicted, flushed, or
  * run by its own warp next) and runs through the global path (mw_run_bulk). The note in

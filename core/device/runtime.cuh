@@ -2910,6 +2910,26 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
   __syncwarp();
 }
 
+/* How long (ns) a join that claimed the last instances waits for the workers still running
+ * theirs before its await suspends (protocol.h, Joining a bulk task); 0: it suspends at once. */
+#ifndef MW_JOIN_SPIN_NS
+#define MW_JOIN_SPIN_NS 20000u
+#endif
+/* Lane 0 of a join whose instances are all claimed: watches bulk future h's slot until it is
+ * complete, the task is to be cancelled or stopped, or MW_JOIN_SPIN_NS pass. Only a hint for the
+ * await that follows, which reads the slot itself. */
+__device__ __forceinline__ void mw_join_linger(mw_ctx *c, mw_u64 h) {
+  if (MW_JOIN_SPIN_NS == 0u) return;
+  const mw_u64 *ctl = &c->slots[MW_FUT_SLOT(h)].ctl;
+  const mw_u64 t0 = MW_GLOBALTIMER();
+  for (;;) {
+    const mw_u64 v = mw_ld64(ctl);
+    if ((mw_u32)(v >> 32) != MW_FUT_GEN(h) || (mw_u32)v == MW_CTL_CLOSED) return;
+    if (MW_GLOBALTIMER() - t0 > MW_JOIN_SPIN_NS || mw_ld32(&c->st->stop)) return;
+    __nanosleep(100);
+  }
+}
+
 /* The await of one future h that is the latest bulk task its level spawned, still in its record
  * (protocol.h, Joining a bulk task): the warp claims the record and runs the instances left to
  * claim, in a frame after the level's, then drops the record's reference; the await goes on as
@@ -2963,6 +2983,7 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
   if (c->lane == 0) {
     if (alone) mw_frame_free(c, f); /* the only reference, and nobody else saw the frame */
     else mw_bulk_drop(c, f);
+    if (!alone) mw_join_linger(c, h);
   }
   c->d--;
   c->bulk = 0;
