@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 10
+#define MW_PROTOCOL_VERSION 11
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -637,6 +637,13 @@ typedef struct mw_level {
  *     reference); release (the frame's contents: the spawner may be this warp, whose bulk
  *     record went no further than its CTA); then CAS 0 -> cell on a free cell (the sequence makes each post's cell value
  *     unique, so a joiner never mistakes a later post for the one it read).
+ *   Seats: a poster stores in board_seats[k], before its CAS on cell k, how many more workers
+ *     the task has chunks for; a joiner first takes a seat (atomicSub; none left: it does not
+ *     join, and touches nothing else), so a task of 32 instances draws a few dozen joiners, not
+ *     every idle warp of the chip, whose joins would hold up its claims and its Remove. Only a
+ *     hint: a seat taken for a later post of the same cell, or a count that racing posters
+ *     overwrote, changes how many help, never whether every instance runs (the poster claims on
+ *     until none is left).
  *   Join (lane 0 of an idle warp): read cell c; board_users[k] += 1; SC fence; read the cell
  *     again: the same c means the board's reference is still held and stays held until
  *     board_users[k] drops (Remove waits for it), so bulk_refs += 1 (the joiner's reference) is
@@ -739,6 +746,7 @@ typedef struct mw_state {
   /* the bulk board (see The bulk board above; device, atomics) */
   mw_u64 board[MW_BOARD];
   mw_u32 board_users[MW_BOARD];
+  mw_u32 board_seats[MW_BOARD]; /* joiners still wanted, a hint (see The bulk board above) */
   mw_u32 board_seq;
   mw_u32 pad4;
 } mw_state;

@@ -540,14 +540,17 @@ __device__ void mw_bulk_drop(mw_ctx *c, mw_u32 f) {
 /* ---- the bulk board (protocol.h, The bulk board) ---------------------------------------- */
 /* Posts bulk frame f, on which this worker holds a reference; false when the board is full.
  * Lane 0. */
-__device__ bool mw_board_post(mw_ctx *c, mw_u32 f) {
+__device__ bool mw_board_post(mw_ctx *c, mw_u32 f, mw_u32 seats) {
   mw_state *st = c->st;
   mw_frame_hdr *h = mw_frame(c, f);
   atomicAdd(&h->bulk_refs, 1u); /* the board's reference */
-  MW_FENCE(); /* release: the frame (the spawner may be this warp) before the cell shows it */
   const mw_u64 v = (mw_u64)(atomicAdd(&st->board_seq, 1u) & 0x7fffffffu) << 32 | (f + 1u);
-  for (mw_u32 k = 0; k < MW_BOARD; ++k)
-    if (mw_ld64(&st->board[k]) == 0 && mw_cas64(&st->board[k], 0ull, v) == 0ull) return true;
+  for (mw_u32 k = 0; k < MW_BOARD; ++k) {
+    if (mw_ld64(&st->board[k]) != 0) continue;
+    mw_st32(&st->board_seats[k], seats); /* a hint: before the cell shows the task */
+    MW_FENCE(); /* release: the frame (the spawner may be this warp) and the seats before the cell */
+    if (mw_cas64(&st->board[k], 0ull, v) == 0ull) return true;
+  }
   atomicSub(&h->bulk_refs, 1u); /* never the last: the caller holds one */
   return false;
 }
@@ -560,6 +563,8 @@ __device__ __noinline__ mw_u32 mw_board_join(mw_ctx *c) {
   for (mw_u32 k = 0; k < MW_BOARD; ++k) v[k] = mw_ld64(&st->board[k]);
   for (mw_u32 k = 0; k < MW_BOARD; ++k) {
     if (!v[k] || (v[k] & MW_BOARD_GONE)) continue;
+    /* a seat first (protocol.h, The bulk board): none left, and this warp stays out */
+    if ((int)mw_ld32(&st->board_seats[k]) <= 0 || (int)atomicSub(&st->board_seats[k], 1u) <= 0) continue;
     atomicAdd(&st->board_users[k], 1u);
     __threadfence(); /* SC: pairs with the remover's (store buffering) */
     const bool held = mw_ld64(&st->board[k]) == v[k];
@@ -2724,6 +2729,10 @@ __device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
 #ifndef MW_BULK_FANOUT
 #define MW_BULK_FANOUT 2u
 #endif
+/* MW_BOARD_ALL=1: every idle warp may join a posted bulk task, with no seats (to compare) */
+#ifndef MW_BOARD_ALL
+#define MW_BOARD_ALL 0
+#endif
 /* MW_NO_BOARD=1: bulk tasks are shared through global-queue invitations only (to compare) */
 #ifndef MW_NO_BOARD
 #define MW_NO_BOARD 0
@@ -2806,7 +2815,10 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
           shared = true;
           mw_u32 k = 0;
           while (k < MW_BULK_FANOUT && i + (k + 2) * chunk <= n) ++k;
-          if (k && !MW_NO_BOARD && mw_board_post(c, f)) k = 0;
+          /* seats: a worker for each chunk left after this one (all of them with MW_BOARD_ALL) */
+          const mw_u32 left = n > i + chunk ? (n - i - chunk + chunk - 1u) / chunk : 0u;
+          const mw_u32 seats = MW_BOARD_ALL || left > 0x7fffffffu ? 0x7fffffffu : left;
+          if (k && !MW_NO_BOARD && mw_board_post(c, f, seats)) k = 0;
           if (k) {
             atomicAdd(&h->bulk_refs, k);
             for (mw_u32 j = 0; j < k; ++j) mw_gq_push(st, f);
