@@ -48,4 +48,11 @@ local noun = ({chain = "hops", pipeline = ("pipelines of batch %d"):format(batch
   bulk = "bulk instances"})[what]
 print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(count, noun,
   mw.now() - t0, (mw.now() - t0) * 1e6 / count, rt.backend, rt:stats().workers))
+if what == "pipeline" or what == "bulk" then -- what the spawners chose by: one instance's time as last timed
+  local tasks, line = rt:stats().tasks, {}
+  for _, k in ipairs(what == "bulk" and {"saxpy"} or {"stage_in", "stage_mm", "stage_out"}) do
+    line[#line + 1] = ("%s %s"):format(k, tasks[k].instance_cycles or "never timed")
+  end
+  print("cycles an instance: " .. table.concat(line, ", "))
+end
 rt:close()

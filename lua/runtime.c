@@ -383,12 +383,14 @@ static void set_u64(lua_State *L, const char *key, uint64_t v) {
 }
 
 /* rt:stats(): the fields of mw_stats, and `tasks`: per task name {spawned, completed, failed,
- * cancelled}, keyed by mw_runtime_kind_name ("name#kind" for a name defined twice). */
+ * cancelled, and instance_cycles for a bulk kind the device has timed}, keyed by
+ * mw_runtime_kind_name ("name#kind" for a name defined twice). */
 static int l_stats(lua_State *L) {
   mwl_runtime *r = mwl_check_runtime(L, 1);
   mw_stats s;
   uint64_t(*rows)[4];
-  int rc, have;
+  uint32_t *cycles;
+  int rc, have, timed;
   uint32_t kind;
   memset(&s, 0, sizeof s);
   rc = mw_runtime_stats(r->rt, &s);
@@ -422,6 +424,9 @@ static int l_stats(lua_State *L) {
   rows = (uint64_t(*)[4])lua_newuserdata(L, (s.kinds ? s.kinds : 1) * sizeof *rows);
   have = s.kinds && mw_runtime_kinds_stats(r->rt, 0, s.kinds, rows) == 0;
   lua_insert(L, -2); /* under the result */
+  cycles = (uint32_t *)lua_newuserdata(L, (s.kinds ? s.kinds : 1) * sizeof *cycles);
+  timed = have && mw_runtime_kinds_instance_cycles(r->rt, 0, s.kinds, cycles) == 0;
+  lua_insert(L, -2);
   lua_newtable(L);
   for (kind = 0; kind < s.kinds && have; kind++) { /* the kinds of the programs it holds */
     const char *key;
@@ -432,6 +437,7 @@ static int l_stats(lua_State *L) {
     set_u64(L, "completed", row[1]);
     set_u64(L, "failed", row[2]);
     set_u64(L, "cancelled", row[3]);
+    if (timed && cycles[kind]) set_u64(L, "instance_cycles", cycles[kind]);
     lua_setfield(L, -2, key);
   }
   lua_setfield(L, -2, "tasks");

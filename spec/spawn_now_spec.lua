@@ -260,6 +260,16 @@ support.each_backend(function(backend)
       end
     end)
 
+    it("times its instances, and rt:stats() says what one took", function()
+      local x = zeros(5)
+      assert.equals(digits(5), prog.marks(x, 5, -1):await(30))
+      x:close()
+      local tasks = rt:stats().tasks
+      assert.equals("number", type(tasks.mark.instance_cycles))
+      assert.is_true(tasks.mark.instance_cycles > 0)
+      assert.is_nil(tasks.marks.instance_cycles) -- not a bulk task: never timed
+    end)
+
     it("runs the instances after a failed one, and fails with the first failure", function()
       for n = 1, 6 do
         for bad = 0, n - 1 do

@@ -154,6 +154,10 @@ MW_API int mw_runtime_kind_stats(mw_runtime *rt, uint32_t kind, uint64_t out[4])
 /* the same for kinds first .. first + n - 1 from one read of the counters (out[i] is kind
  * first + i); MW_ENOTASK (out untouched) unless they are all loaded */
 MW_API int mw_runtime_kinds_stats(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]);
+/* What one instance of each bulk kind first .. first + n - 1 took on the device as last timed,
+ * in device clock cycles (out[i] is kind first + i; 0: never timed), the figure by which a
+ * spawner chooses to run a bulk task's instances alone; MW_ENOTASK unless they are all loaded */
+MW_API int mw_runtime_kinds_instance_cycles(mw_runtime *rt, uint32_t first, uint32_t n, uint32_t *out);
 /* The name counters and traces give a kind: its task's name, or "name#kind" where a task loaded
  * before has that name (two programs may define one name). *out is valid while rt is open.
  * 0, MW_ENOTASK for a kind not loaded, MW_ENOMEM when its name could not be kept at the load. */

@@ -2274,6 +2274,16 @@ MW_API int mw_runtime_kinds_stats(mw_runtime *rt, uint32_t first, uint32_t n, ui
   return rc;
 }
 
+MW_API int mw_runtime_kinds_instance_cycles(mw_runtime *rt, uint32_t first, uint32_t n, uint32_t *out) {
+  MW_NOT_NULL(out, "mw_runtime_kinds_instance_cycles");
+  MW_NOT_NULL(rt, "mw_runtime_kinds_instance_cycles");
+  if (first >= rt->nkinds || n > rt->nkinds - first) return MW_ENOTASK;
+  if (rt->faulted) return MW_EFAULT;
+  /* the hints follow the counters in one array (stats_and_hints_bytes) */
+  return rt->ops->d2h(rt->be, out, rt->stats_dev + stats_bytes(rt) + first * sizeof(uint32_t),
+                      (size_t)n * sizeof(uint32_t));
+}
+
 /* The counters of kinds [first, first + n) as the rows hold them, since the runtime started. */
 static int kinds_stats_raw(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]) {
   memset(out, 0, (size_t)n * sizeof *out);
