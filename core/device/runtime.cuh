@@ -66,7 +66,7 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 32
+#define MW_NPROBES 36
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -90,7 +90,8 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
-       MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE };
+       MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
+       MW_PR_LINGER, MW_PR_NO_SEAT };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -564,7 +565,10 @@ __device__ __noinline__ mw_u32 mw_board_join(mw_ctx *c) {
   for (mw_u32 k = 0; k < MW_BOARD; ++k) {
     if (!v[k] || (v[k] & MW_BOARD_GONE)) continue;
     /* a seat first (protocol.h, The bulk board): none left, and this warp stays out */
-    if ((int)mw_ld32(&st->board_seats[k]) <= 0 || (int)atomicSub(&st->board_seats[k], 1u) <= 0) continue;
+    if ((int)mw_ld32(&st->board_seats[k]) <= 0 || (int)atomicSub(&st->board_seats[k], 1u) <= 0) {
+      MW_PROBE(MW_PR_NO_SEAT);
+      continue;
+    }
     atomicAdd(&st->board_users[k], 1u);
     __threadfence(); /* SC: pairs with the remover's (store buffering) */
     const bool held = mw_ld64(&st->board[k]) == v[k];
@@ -2932,6 +2936,7 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
  * await that follows, which reads the slot itself. */
 __device__ __forceinline__ void mw_join_linger(mw_ctx *c, mw_u64 h) {
   if (MW_JOIN_SPIN_NS == 0u) return;
+  MW_PROBE(MW_PR_LINGER);
   const mw_u64 *ctl = &c->slots[MW_FUT_SLOT(h)].ctl;
   const mw_u64 t0 = MW_GLOBALTIMER();
   for (;;) {
@@ -2991,7 +2996,10 @@ __device__ __noinline__ void mw_await_bulk(mw_ctx *c, mw_u64 h) {
     K->naw = K->cur = 0;
     K->bulk = 0;
   }
-  mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u), alone);
+  {
+    MW_PROBE(alone ? MW_PR_JOIN_ALONE : MW_PR_JOIN_GO); /* the joins that claimed their record */
+    mw_bulk_chunks<true>(c, f, mw_round16(mw_await_off(c) + 8u), alone);
+  }
   if (c->lane == 0) {
     if (alone) mw_frame_free(c, f); /* the only reference, and nobody else saw the frame */
     else mw_bulk_drop(c, f);
@@ -3299,7 +3307,8 @@ __device__ void mw_executor(mw_state *st) {
                                      "run_bulk", "suspend", "root_frame", "complete_slot",
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
                                      "private", "bcast", "bcast_div", "leaf_claim", "pure_body",
-                                     "bulk_claim", "bulk_done"};
+                                     "bulk_claim", "bulk_done", "join_claimed", "join_alone",
+                                     "join_linger", "no_seat"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
