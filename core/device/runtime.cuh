@@ -3143,6 +3143,32 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #endif
 /* An idle poller that took a spawn less than this long ago (ns) does not nap at all (on sim it
  * does: its warps are threads of a machine with few cores). */
+/* MW_BOARD_WATCH_NS=N (a variant, off by default): an idle warp sleeps a nap longer than N ns in
+ * slices of N, looking between them at the bulk board alone (one load of its cells, lane 0),
+ * and cuts the nap short when a task with seats left is posted there, so that a posted bulk
+ * task is joined within ~N ns rather than within one long nap. */
+#ifndef MW_BOARD_WATCH_NS
+#define MW_BOARD_WATCH_NS 0u
+#endif
+/* Whether the board shows a task that still wants joiners (MW_BOARD_WATCH_NS). Lane 0. */
+__device__ __forceinline__ bool mw_board_wants(const mw_state *st) {
+  for (mw_u32 k = 0; k < MW_BOARD; ++k) {
+    const mw_u64 v = mw_ld64(&st->board[k]);
+    if (v && !(v & MW_BOARD_GONE) && (int)mw_ld32(&st->board_seats[k]) > 0) return true;
+  }
+  return false;
+}
+/* An idle warp's nap of ns (see MW_BOARD_WATCH_NS). Collective. */
+__device__ __forceinline__ void mw_idle_nap(const mw_ctx *c, mw_u32 ns) {
+  if (MW_BOARD_WATCH_NS == 0u || ns <= MW_BOARD_WATCH_NS) {
+    __nanosleep(ns);
+    return;
+  }
+  for (mw_u32 slept = 0; slept < ns; slept += MW_BOARD_WATCH_NS) {
+    __nanosleep(MW_BOARD_WATCH_NS);
+    if (mw_bcast(c->lane == 0 ? (mw_u32)mw_board_wants(c->st) : 0u)) return;
+  }
+}
 #ifndef MW_POLL_HOT_NS
 #ifdef MW_SIM
 #define MW_POLL_HOT_NS 0ull
@@ -3286,7 +3312,8 @@ __device__ void mw_executor(mw_state *st) {
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       if (poller && MW_GLOBALTIMER() - hot < MW_POLL_HOT_NS) continue; /* no nap while the host is at work */
-      __nanosleep(nap);
+      if (general) mw_idle_nap(&c, nap);
+      else __nanosleep(nap);
       if (nap < (poller ? MW_POLL_NAP_MAX : MW_IDLE_NAP_MAX)) nap *= 2;
       continue;
     }
