@@ -14,9 +14,9 @@
 #   sanitize   compute-sanitizer $SAN_TOOLS over $SAN_SPECS
 #   sweep      bench/core.lua and bench/hops.lua over $SWEEP_WORKERS; the suite at $SUITE_WORKERS
 #   probes     the executor built with MOONWARP_PROBES=1 times each step of a chain of hops, a
-#              pipeline (of each batch of $PROBE_BATCHES) and fib(18) on $PROBE_WORKERS, beside
-#              bench/micro/'s cost of each kind of operation ($PROBE_VARIANTS: variants of the
-#              executor timed the same way)
+#              pipeline (of each batch of $PROBE_BATCHES), fib(18) and host round trips on
+#              $PROBE_WORKERS, beside bench/micro/'s cost of each kind of operation
+#              ($PROBE_VARIANTS: variants of the executor timed the same way)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
 #   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
 #              variant ($QUICK_VARIANTS)
@@ -221,6 +221,7 @@ if want probes; then
       probe 20000 "$w"
       for b in ${PROBE_BATCHES:-1 32}; do probe 2000 "$w" pipeline "$b"; done # 32: the join path
       probe 18 "$w" fib
+      probe 20000 "$w" roundtrip
     done
     timeout 100 luajit bench/core.lua cuda
   }

@@ -66,7 +66,7 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 36
+#define MW_NPROBES 40
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -91,7 +91,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
-       MW_PR_LINGER, MW_PR_NO_SEAT };
+       MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -951,6 +951,7 @@ __device__ __forceinline__ void mw_ll_store(mw_u64 *p, mw_u32 d0, mw_u32 d1, mw_
  * ring): the message first on failure, then the record's eight words in four stores. Lane 0. */
 __device__ void mw_comp_write(mw_ctx *c, mw_u64 t, mw_u64 fut, mw_u32 status, mw_u64 value,
                               mw_u32 rtype, mw_u32 kind, int code, const char *msg) {
+  MW_PROBE(MW_PR_COMP);
   mw_state *st = c->st;
   const mw_u64 i = t & (st->comp_cap - 1);
   if (status != MW_ST_OK) {
@@ -1170,6 +1171,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     n = n < MW_TAKE_MAX ? n : MW_TAKE_MAX;
     c->take_w = n > 1 ? MW_TAKE_MAX : 2u;
     if (n == 0) return MW_NONE;
+    MW_PROBE(MW_PR_TAKE); /* a take of n spawns, from here to its end */
     /* a frame for each, from the warp's cache (filled from the free ring in one take), lane j
      * getting the one the j-th mw_frame_alloc would give */
     const mw_u32 got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
@@ -3335,7 +3337,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
                                      "private", "bcast", "bcast_div", "leaf_claim", "pure_body",
                                      "bulk_claim", "bulk_done", "join_claimed", "join_alone",
-                                     "join_linger", "no_seat"};
+                                     "join_linger", "no_seat", "inbox_take", "comp_write"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
