@@ -83,6 +83,7 @@ int main(void) {
   uint32_t spawned = 99;
   void *cubin = NULL;
   size_t size = 0;
+  uint32_t cycles[2] = {7, 7};
 
   /* without a runtime */
   EXPECT(mw_runtime_create(NULL, NULL), MW_EINVAL);
@@ -94,6 +95,7 @@ int main(void) {
   EXPECT(mw_runtime_stats(NULL, &st), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(NULL, 0, kinds), MW_EINVAL);
   EXPECT(mw_runtime_kinds_stats(NULL, 0, 1, &kinds), MW_EINVAL);
+  EXPECT(mw_runtime_kinds_instance_cycles(NULL, 0, 1, cycles), MW_EINVAL);
   EXPECT(mw_runtime_kind_name(NULL, 0, &name), MW_EINVAL);
   EXPECT(mw_runtime_poll(NULL), 0);
   EXPECT(mw_program_compile(NULL, SRC, NULL, &p), MW_EINVAL);
@@ -167,6 +169,7 @@ int main(void) {
   EXPECT(mw_runtime_stats(rt, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(rt, 0, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kinds_stats(rt, 0, 1, NULL), MW_EINVAL);
+  EXPECT(mw_runtime_kinds_instance_cycles(rt, 0, 1, NULL), MW_EINVAL);
   EXPECT(mw_runtime_faulted(rt), 0);
   expect_true("mw_runtime_backend names the backend", !strcmp(mw_runtime_backend(rt), "sim"));
   EXPECT(mw_program_compile(rt, NULL, NULL, &p), MW_EINVAL);
@@ -176,6 +179,9 @@ int main(void) {
   EXPECT(mw_program_compile(rt, SRC, NULL, &p), 0);
   EXPECT(mw_runtime_kind_stats(rt, 999, kinds), MW_ENOTASK);
   EXPECT(mw_runtime_kinds_stats(rt, 0, 999, &kinds), MW_ENOTASK);
+  EXPECT(mw_runtime_kinds_instance_cycles(rt, 0, 999, cycles), MW_ENOTASK);
+  EXPECT(mw_runtime_kinds_instance_cycles(rt, 0, 1, cycles), 0);
+  expect_true("a kind never run was never timed", cycles[0] == 0);
   EXPECT(mw_runtime_kind_name(rt, 0, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_name(rt, 999, &name), MW_ENOTASK);
   EXPECT(mw_runtime_kind_name(rt, 0, &name), 0);
