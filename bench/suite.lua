@@ -120,6 +120,11 @@ do
     assert(math.abs(out[2] - ((2 % 5) * 0.5 + 1 - 1) * 2) < 1e-4, "pipeline result")
     local time = median(timeit(small and 3 or 50, function() prog.pipeline(t, m, u, batch):await() end))
     row("pipeline", ("3 stages, batch %d"):format(batch), "us", time * 1e6, "lower")
+    -- what the spawner chose by (alone or shared): one instance's time as the device last timed it
+    local tasks = rt:stats().tasks
+    print(("pipeline batch %d: cycles an instance, stage_in %s, stage_mm %s, stage_out %s"):format(batch,
+      tasks.stage_in.instance_cycles or "-", tasks.stage_mm.instance_cycles or "-",
+      tasks.stage_out.instance_cycles or "-"))
     t:close()
     u:close()
   end
