@@ -3220,7 +3220,7 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 *p = (mw_u32 *)MW_WS(&c);
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
 #if defined(MW_PROBES)
-    if (c.lane < MW_NPROBES) mw_probe_acc[c.cw][c.lane][0] = mw_probe_acc[c.cw][c.lane][1] = 0;
+    for (mw_u32 i = c.lane; i < MW_NPROBES; i += 32) mw_probe_acc[c.cw][i][0] = mw_probe_acc[c.cw][i][1] = 0;
     for (mw_u32 i = c.lane; i < MW_DIV_LINES; i += 32) mw_probe_div[c.cw][i][0] = mw_probe_div[c.cw][i][1] = 0;
     if (c.lane < 4) mw_probe_bulk[c.cw][c.lane] = 0;
 #endif
