@@ -3162,14 +3162,18 @@ __device__ __forceinline__ bool mw_board_wants(const mw_state *st) {
 }
 /* An idle warp's nap of ns (see MW_BOARD_WATCH_NS). Collective. */
 __device__ __forceinline__ void mw_idle_nap(const mw_ctx *c, mw_u32 ns) {
-  if (MW_BOARD_WATCH_NS == 0u || ns <= MW_BOARD_WATCH_NS) {
-    __nanosleep(ns);
+#if MW_BOARD_WATCH_NS /* (a loop the default could never reach would be a compiler warning) */
+  if (ns > MW_BOARD_WATCH_NS) {
+    for (mw_u32 slept = 0; slept < ns; slept += MW_BOARD_WATCH_NS) {
+      __nanosleep(MW_BOARD_WATCH_NS);
+      if (mw_bcast(c->lane == 0 ? (mw_u32)mw_board_wants(c->st) : 0u)) return;
+    }
     return;
   }
-  for (mw_u32 slept = 0; slept < ns; slept += MW_BOARD_WATCH_NS) {
-    __nanosleep(MW_BOARD_WATCH_NS);
-    if (mw_bcast(c->lane == 0 ? (mw_u32)mw_board_wants(c->st) : 0u)) return;
-  }
+#else
+  (void)c;
+#endif
+  __nanosleep(ns);
 }
 #ifndef MW_POLL_HOT_NS
 #ifdef MW_SIM
