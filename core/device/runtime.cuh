@@ -2789,7 +2789,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
   bool shared = false;
   mw_u64 fut = mw_bcast64(c->lane == 0 ? h->fut : 0ull);
   mw_u32 next = 0; /* alone: the next instance */
-  mw_u32 seen = c->lane == 0 ? mw_ld32(&st->inst_cycles[kind & (MW_MAX_KINDS - 1u)]) : 0u; /* the kind's hint */
+  mw_u32 seen = c->lane == 0 ? *mw_hint(st, kind) : 0u; /* the kind's hint */
   mw_probe_bulk_mark(c->lane, c->cw, fut, 0);
   for (;;) {
     /* a joining level keeps up its periodic work (polling, its levels' cancellation, the host's

@@ -435,12 +435,16 @@ __device__ __forceinline__ mw_u64 mw_inline_handle(mw_u64 v, mw_u32 rtype) {
 #define MW_ALONE_MAX 64u
 #endif
 #ifndef MW_SIM_LINK /* lane code: the sim's link part has no shim */
+/* Kind's instance time, the hint (protocol.h, mw_state.inst_cycles): plain loads and stores. */
+__device__ __forceinline__ volatile mw_u32 *mw_hint(const mw_state *st, mw_u32 kind) {
+  return (volatile mw_u32 *)&st->inst_cycles[kind & (MW_MAX_KINDS - 1u)];
+}
 /* Whether a spawner runs the n instances of its bulk task of kind itself (above). */
 __device__ __forceinline__ bool mw_alone(const mw_ctx *c, mw_u32 kind, mw_u64 n) {
   if (MW_JOIN_ALONE == 0u) return false;
   if (n <= 1u) return true;
   if (n > MW_ALONE_MAX) return false;
-  const mw_u32 t = *(const volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)];
+  const mw_u32 t = *mw_hint(c->st, kind);
   return t ? (mw_u64)t * n <= MW_ALONE_CYCLES : n <= MW_JOIN_ALONE;
 }
 /* The time per instance of count instances of kind that began at clock t0 into the hint
@@ -453,7 +457,7 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
   per = per ? (per > 0xffffffffull ? 0xffffffffull : per) : 1u;
   const mw_u64 old = *seen;
   if (per * 4u < old * 3u || per * 4u > old * 5u) {
-    *(volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)] = (mw_u32)per;
+    *mw_hint(c->st, kind) = (mw_u32)per;
     *seen = (mw_u32)per;
   }
 }
@@ -525,7 +529,7 @@ __device__ __forceinline__ future mw_direct_bulk_done(mw_ctx *c, mw_u32 kind, co
   c->bulk = 0;
   c->index = 0;
   if (n > 1u && c->lane == 0) { /* the kind's instances timed (one alone is alone whatever they take) */
-    mw_u32 seen = *(const volatile mw_u32 *)&c->st->inst_cycles[kind & (MW_MAX_KINDS - 1u)];
+    mw_u32 seen = *mw_hint(c->st, kind);
     mw_inst_time(c, kind, n, t0, &seen);
   }
   if (r->failed) {

@@ -215,6 +215,7 @@ static size_t stats_bytes(const mw_runtime *rt) {
 static size_t stats_and_hints_bytes(const mw_runtime *rt) {
   return stats_bytes(rt) + MW_MAX_KINDS * sizeof(uint32_t);
 }
+static uint64_t hints_dev(const mw_runtime *rt) { return rt->stats_dev + stats_bytes(rt); }
 
 /* Device arrays; on sim also the CTAs' shared state (on the GPU it is on chip). */
 static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
@@ -352,7 +353,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
   st->spill = (mw_stat_row *)(uintptr_t)rt->stats_dev;
   st->stats = (mw_stat_entry *)(uintptr_t)(rt->stats_dev + MW_MAX_KINDS * sizeof(mw_stat_row));
-  st->inst_cycles = (mw_u32 *)(uintptr_t)(rt->stats_dev + stats_bytes(rt));
+  st->inst_cycles = (mw_u32 *)(uintptr_t)hints_dev(rt);
   st->frame_ring = (mw_u64 *)(uintptr_t)rt->frame_ring_dev;
   st->slot_next = (mw_u32 *)(uintptr_t)rt->slot_next_dev;
   st->gq = (mw_u32 *)(uintptr_t)rt->gq_dev;
@@ -2279,9 +2280,7 @@ MW_API int mw_runtime_kinds_instance_cycles(mw_runtime *rt, uint32_t first, uint
   MW_NOT_NULL(rt, "mw_runtime_kinds_instance_cycles");
   if (first >= rt->nkinds || n > rt->nkinds - first) return MW_ENOTASK;
   if (rt->faulted) return MW_EFAULT;
-  /* the hints follow the counters in one array (stats_and_hints_bytes) */
-  return rt->ops->d2h(rt->be, out, rt->stats_dev + stats_bytes(rt) + first * sizeof(uint32_t),
-                      (size_t)n * sizeof(uint32_t));
+  return rt->ops->d2h(rt->be, out, hints_dev(rt) + first * sizeof(uint32_t), (size_t)n * sizeof(uint32_t));
 }
 
 /* The counters of kinds [first, first + n) as the rows hold them, since the runtime started. */
