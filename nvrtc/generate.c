@@ -57,6 +57,7 @@ typedef struct place {
   const mw__parsed *p;
   char tag[24]; /* the program's tag (mw__prog_tag): its namespace is mw_<tag> */
   int canon;
+  const unsigned char *self; /* per task: self-contained (self_contained below); NULL: none */
 } place;
 
 void mw__prog_tag(const mw__parsed *p, int i, char out[24]) {
@@ -68,6 +69,7 @@ static place place_of(const mw__parsed *p, int i, int canon) {
   place at;
   at.p = p;
   at.canon = canon && !p->debug;
+  at.self = NULL;
   mw__prog_tag(p, i, at.tag);
   return at;
 }
@@ -212,6 +214,116 @@ static int t_direct(const mw__parsed *p, const mw__task *t) {
   return 1;
 }
 
+static int body_names(const mw__parsed *p, const mw__task *t, const char *const *words, size_t n);
+
+/* The identifiers of t's body, outside comments and literals, one per call: *i is where to look
+ * from (the body's start at first); the next one's offset and length into *at and *len. 0 at
+ * the body's end. */
+static int next_ident(const mw__parsed *p, const mw__task *t, size_t *i, size_t *at, size_t *len) {
+  const char *s = p->src;
+  for (; *i <= t->body_end; ++*i) {
+    char ch = s[*i];
+    if (ch == '/' && s[*i + 1] == '/') {
+      while (*i <= t->body_end && s[*i] != '\n') ++*i;
+      continue;
+    }
+    if (ch == '/' && s[*i + 1] == '*') {
+      for (*i += 2; *i < t->body_end && !(s[*i] == '*' && s[*i + 1] == '/'); ++*i) {
+      }
+      ++*i;
+      continue;
+    }
+    if (ch == '"' || ch == '\'') {
+      for (++*i; *i < t->body_end && s[*i] != ch; ++*i)
+        if (s[*i] == '\\') ++*i;
+      continue;
+    }
+    if (!(ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) continue;
+    size_t j = *i;
+    while (j <= t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
+                                (s[j] >= '0' && s[j] <= '9')))
+      ++j;
+    *at = *i;
+    *len = j - *i;
+    *i = j;
+    return 1;
+  }
+  return 0;
+}
+
+/* The task of p that 'spawn' at offset at of t's body names ('spawn (name,'), or -1. */
+static int spawn_target(const mw__parsed *p, const mw__task *t, size_t at) {
+  const char *s = p->src;
+  size_t i = at + 5;
+  while (i < t->body_end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  if (s[i] != '(') return -1;
+  ++i;
+  while (i < t->body_end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  size_t j = i;
+  while (j < t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
+                             (s[j] >= '0' && s[j] <= '9')))
+    ++j;
+  for (int k = 0; k < p->ntasks; ++k)
+    if (strlen(p->tasks[k].name) == j - i && !memcmp(s + i, p->tasks[k].name, j - i)) return k;
+  return -1;
+}
+
+/* Self-contained tasks (MW_ELIDE, task_api.cuh: an elided call): a body that can finish as a
+ * plain call once every task it spawns is called in turn, so that none of its awaits can find a
+ * future still pending. t takes and returns no future, names no 'future' of its own (its futures
+ * are 'local's, which the parsed source has blanked out), no spawn_bulk and no cancel, and every
+ * task it spawns is a task of this program that is self-contained too (a fixed point). malloc'd,
+ * one byte per task; NULL when out of memory (then none is). */
+static unsigned char *self_contained(const mw__parsed *p) {
+  static const char *const words[] = {"future", "spawn_bulk", "cancel"};
+  unsigned char *ok = calloc((size_t)p->ntasks + 1, 1);
+  if (!ok) return NULL;
+  for (int k = 0; k < p->ntasks; ++k) {
+    const mw__task *t = &p->tasks[k];
+    ok[k] = t->ret != MW_T_FUTURE && !body_names(p, t, words, sizeof words / sizeof *words);
+    for (int q = 0; q < t->nparams && ok[k]; ++q) ok[k] = t->params[q].type != MW_T_FUTURE;
+  }
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int k = 0; k < p->ntasks; ++k) {
+      const mw__task *t = &p->tasks[k];
+      size_t i = t->body_start, at, len;
+      while (ok[k] && next_ident(p, t, &i, &at, &len)) {
+        if (len != 5 || memcmp(p->src + at, "spawn", 5)) continue;
+        int target = spawn_target(p, t, at);
+        if (target < 0 || !ok[target]) {
+          ok[k] = 0;
+          changed = 1;
+        }
+      }
+    }
+  }
+  return ok;
+}
+
+/* In the spawn function of a self-contained task t (local: its index in the program), compiled
+ * with MW_ELIDE only: the body called right there when mw_elide_ok says so (task_api.cuh), its
+ * frame a local, its result in the future's handle. */
+static void put_elided_call(mw__sb *b, const mw__task *t, unsigned local) {
+  mw__sb_printf(b, "#ifdef MW_ELIDE\n  {\n    mw_args_%s _mw_ea = mw_args_%s();\n", t->name, t->name);
+  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "    _mw_ea.%s = _mw_p%d;\n", t->params[k].name, k);
+  mw__sb_printf(b,
+                "    if (const int _mw_e = mw_elide_ok(_mw_c, _mw_kb + %uu, &_mw_ea, (mw_u32)sizeof(_mw_ea), _mw_line)) {\n"
+                "      if (_mw_e == 2) return mw_elide_refuse(_mw_c, _mw_kb + %uu);\n"
+                "      mw_frame_%s _mw_f = mw_frame_%s();\n"
+                "      static_cast<mw_args_%s &>(_mw_f) = _mw_ea;\n"
+                "      const mw_u32 _mw_r = mw_elide_enter(_mw_c);\n",
+                local, local, t->name, t->name, t->name);
+  if (t->ret == MW_T_VOID)
+    mw__sb_printf(b, "      _mw_f._mw_body(_mw_c, _mw_kb);\n      mw_elide_leave(_mw_c, _mw_r);\n"
+                     "      return mw_elide_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n", local);
+  else
+    mw__sb_printf(b, "      const mw_u64 _mw_v = mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb));\n"
+                     "      mw_elide_leave(_mw_c, _mw_r);\n"
+                     "      return mw_elide_done(_mw_c, _mw_kb + %uu, %s, _mw_v);\n", local, rtype_name(t->ret));
+  mw__sb_puts(b, "    }\n  }\n#endif\n");
+}
+
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
   unsigned local = (unsigned)(t - at->p->tasks); /* its kind is the program's first + local */
   mw__sb_printf(b, "\n/* task %s (kind %u of the program) */\nstruct mw_args_%s {", t->name, local, t->name);
@@ -284,6 +396,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                       local, t->name, t->name, t->name, local);
       }
     }
+    if ((form == 0 || form == 2) && at->self && at->self[local]) put_elided_call(b, t, local);
     mw__sb_printf(b, "  mw_u64 _mw_w[(sizeof(mw_args_%s) + 7) / 8 + 1] = {0};\n", t->name);
     for (int k = 0; k < t->nparams; ++k) {
       if (t->params[k].type == MW_T_FUTURE)
@@ -303,33 +416,10 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
 
 /* Whether task t's body names one of words[0..n) as a word outside comments and literals. */
 static int body_names(const mw__parsed *p, const mw__task *t, const char *const *words, size_t n) {
-  const char *s = p->src;
-  for (size_t i = t->body_start; i <= t->body_end; ++i) {
-    char ch = s[i];
-    if (ch == '/' && s[i + 1] == '/') { /* to the end of the line */
-      while (i <= t->body_end && s[i] != '\n') ++i;
-      continue;
-    }
-    if (ch == '/' && s[i + 1] == '*') {
-      for (i += 2; i < t->body_end && !(s[i] == '*' && s[i + 1] == '/'); ++i) {
-      }
-      ++i;
-      continue;
-    }
-    if (ch == '"' || ch == '\'') {
-      for (++i; i < t->body_end && s[i] != ch; ++i)
-        if (s[i] == '\\') ++i;
-      continue;
-    }
-    if (!(ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) continue;
-    size_t j = i;
-    while (j <= t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
-                                (s[j] >= '0' && s[j] <= '9')))
-      ++j;
+  size_t i = t->body_start, at, len;
+  while (next_ident(p, t, &i, &at, &len))
     for (size_t w = 0; w < n; ++w)
-      if (strlen(words[w]) == j - i && !memcmp(s + i, words[w], j - i)) return 1;
-    i = j - 1;
-  }
+      if (strlen(words[w]) == len && !memcmp(p->src + at, words[w], len)) return 1;
   return 0;
 }
 
@@ -495,7 +585,11 @@ static void put_program(mw__sb *b, const place *at, int one_unit) {
   mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\nnamespace mw_%s {\n", at->tag);
   put_helpers(b, at, 0);
   mw__sb_puts(b, "\n#line 1 \"<moonwarp>\"\n");
-  for (int k = 0; k < p->ntasks; ++k) put_task_decls(b, at, &p->tasks[k]);
+  place with = *at;
+  unsigned char *self = self_contained(p);
+  with.self = self;
+  for (int k = 0; k < p->ntasks; ++k) put_task_decls(b, &with, &p->tasks[k]);
+  free(self);
   for (int k = 0; k < p->ntasks; ++k) put_task_body(b, at, &p->tasks[k]);
   mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_%s */\n", at->tag);
   put_undefs(b, p); /* what follows is the runtime's: the program's defines do not reach it */

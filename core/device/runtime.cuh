@@ -1406,7 +1406,14 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   if (first != MW_NONE && (ws->lv[c->d].flags & MW_LV_CANCELLED)) c->cancelled = 1;
   c->yield = mw_bcast(stop) != 0;
   if (mw_bcast(tg)) c->trace_due = 1;
-  if (mw_bcast(hungry)) mw_publish_aged(c);
+  hungry = mw_bcast(hungry);
+#ifdef MW_ELIDE
+  c->hungry_seen = hungry != 0;
+  /* a long elided call counts its calls as it goes, as an idle warp would */
+  if (c->elide && c->lane == 0 && ws->dirty) mw_flush_counts(c);
+  __syncwarp();
+#endif
+  if (hungry) mw_publish_aged(c);
   if (mw_woken_waiting(c)) c->nest = 1;
   if (mw_bcast(poll)) {
     mw_u32 f = mw_take_inbox(c, 1);
@@ -1906,6 +1913,17 @@ __device__ __noinline__ void mw_run_pure(mw_ctx *c, mw_u32 r, mw_u32 off) {
   mw_run_fresh(c);
 }
 
+#ifdef MW_ELIDE
+/* An elided call that its task's cancellation stopped: one spawned, one cancelled. Collective. */
+__device__ __noinline__ void mw_count_cancelled_call(mw_ctx *c, mw_u32 kind) {
+  if (c->lane == 0) {
+    mw_count(c, kind, MW_CNT_SPAWNED);
+    mw_count(c, kind, MW_CNT_CANCELLED);
+  }
+  __syncwarp();
+}
+#endif
+
 /* The end of a spawn-now whose child ran here: h is the slot taken for it (nobody has seen it),
  * c->status and c->value the child's outcome, coff where its frame was (or would have been) on
  * the lane stacks. Returns its future (see mw_spawn_now). Collective. */
@@ -2037,7 +2055,12 @@ __device__ __noinline__ bool mw_await_more(mw_ctx *c) {
 again:
   act = ALL_DONE;
   arg = 0;
-  if (c->nest && !c->cancelled && c->d + 1 < MW_LEVELS) {
+#ifdef MW_ELIDE
+  const bool may_nest = !c->elide; /* an elided call returns to its spawner, never to the trampoline */
+#else
+  const bool may_nest = true;
+#endif
+  if (c->nest && may_nest && !c->cancelled && c->d + 1 < MW_LEVELS) {
     /* a woken task waited in the CTA: run it first, above this level (protocol.h, levels) */
     c->nest = 0;
     nest = mw_cta_claim(c, MW_PICK_WOKEN, MW_REC_TAKEN);
@@ -3219,6 +3242,10 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_gen = 0;
   c.trace_ev = 0;
   c.trace_head = 0;
+#ifdef MW_ELIDE
+  c.elide = 0;
+  c.hungry_seen = 1; /* no elided call before the periodic work has seen no warp hungry */
+#endif
 #ifndef MW_SIM
   { /* a fresh launch: the CTA's shared state starts empty */
     mw_u32 *p = (mw_u32 *)MW_WS(&c);

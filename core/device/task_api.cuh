@@ -123,6 +123,10 @@ struct mw_ctx {
   mw_trace_head *trace_head;
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
+#ifdef MW_ELIDE
+  mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
+  mw_u32 hungry_seen; /* mw_state.hungry as the last periodic work saw it (1 at the start) */
+#endif
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
@@ -503,6 +507,69 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   if (c->lane == 0) mw_count_ran(c, c->ws, kind);
   return f;
 }
+#ifdef MW_ELIDE
+/* Elided calls (a variant, MW_ELIDE; bench/NOTES.md, "Next for fib"). A spawn of a
+ * self-contained task (nvrtc/generate.c: it spawns only self-contained tasks, and takes, returns
+ * and names no future of elsewhere) calls the body at once, as a plain C call in the spawner's
+ * level, when no warp is hungry: then every spawn inside that call is elided too, so none of its
+ * awaits can find a future pending, and the call returns with its result in the handle as a
+ * direct call's does. No record, slot, level or trampoline; no parallelism below it either (no
+ * heartbeat, no promotion yet: this variant measures what an elided call costs). Past
+ * MW_ELIDE_DEPTH nested calls (the C stack) a spawn fails with a capacity error instead. */
+#ifndef MW_ELIDE_DEPTH
+#define MW_ELIDE_DEPTH 160u /* the cuda backend sets a 64 KB stack for this variant */
+#endif
+/* 0: spawn as usual; 1: call the body here; 2: inside an elided call that cannot go deeper (or
+ * whose task is to stop): the spawn fails (mw_elide_refuse). Collective: lane 0's view. */
+__device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
+#ifdef MW_SIM
+  if (!c->elide && MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes))) return 0;
+#else
+  (void)kind, (void)args, (void)args_bytes, (void)line;
+#endif
+  if (c->elide) return c->elide < MW_ELIDE_DEPTH && !c->cancelled ? 1 : 2;
+  const mw_wstate *ws = c->ws;
+  /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
+  const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
+                      (mw_u32)c->status | (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(c->trace_ev != 0) |
+                      (mw_u32)(ws->nfree_slots == 0u) | (mw_u32)(((c->calls + 1u) & (MW_TICK_CALLS - 1u)) == 0u);
+  return __shfl_sync(MW_FULL, busy, 0) ? 0 : 1;
+}
+/* The future of a spawn that an elided call does not make: skipped when the task is to stop (as
+ * mw_spawn_raw skips it: it stops at its next await), else failed for want of capacity. */
+__device__ __forceinline__ future mw_elide_refuse(mw_ctx *c, mw_u32 kind) {
+  future f;
+  f.h = MW_FUT_SKIPPED;
+  if (c->cancelled) return f;
+  c->status = MW_RUN_FAIL;
+  c->fail_code = MW_FAIL_CAPACITY;
+  c->fail_msg = "elided calls nested deeper than MW_ELIDE_DEPTH";
+  c->fail_fut = 0;
+  return mw_now_end(c, kind, 0u);
+}
+/* The end of an elided call: as a direct call's (mw_direct_done), or, when its task was asked to
+ * stop meanwhile (the body returned at an await), counted cancelled and skipped for its
+ * spawner, which stops at its own next await. */
+__device__ __noinline__ void mw_count_cancelled_call(mw_ctx *c, mw_u32 kind);
+__device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
+  if (!c->cancelled) return mw_direct_done(c, kind, rtype, bits);
+  mw_count_cancelled_call(c, kind);
+  future f;
+  f.h = MW_FUT_SKIPPED;
+  return f;
+}
+/* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
+__device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
+  const mw_u32 r = c->resume;
+  c->resume = 0;
+  c->elide++;
+  return r;
+}
+__device__ __forceinline__ void mw_elide_leave(mw_ctx *c, mw_u32 r) {
+  c->elide--;
+  c->resume = r;
+}
+#endif
 /* The instances of a bulk task that its spawner runs here, one after the other (the generated
  * mw_spawn_now_bulk__T, as many as mw_alone allows): every instance runs, as on the workers,
  * and the first failure is the task's. */

@@ -24,6 +24,7 @@ static const mw__dl_sym symbols[] = {
     SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
     SYM(cuCtxDestroy, "cuCtxDestroy_v2"),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent"),
+    SYM(cuCtxSetLimit, "cuCtxSetLimit"),
     SYM(cuModuleLoadData, "cuModuleLoadData"),
     SYM(cuModuleUnload, "cuModuleUnload"),
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),

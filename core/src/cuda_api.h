@@ -121,6 +121,7 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuCtxCreate)(mw_CUcontext *ctx, unsigned int flags, mw_CUdevice dev);
   mw_CUresult (*cuCtxDestroy)(mw_CUcontext ctx);
   mw_CUresult (*cuCtxSetCurrent)(mw_CUcontext ctx);
+  mw_CUresult (*cuCtxSetLimit)(int limit, size_t value); /* CUlimit: 0 is CU_LIMIT_STACK_SIZE */
   mw_CUresult (*cuModuleLoadData)(mw_CUmodule *mod, const void *image);
   mw_CUresult (*cuModuleUnload)(mw_CUmodule mod);
   mw_CUresult (*cuModuleGetFunction)(mw_CUfunction *fn, mw_CUmodule mod, const char *name);
