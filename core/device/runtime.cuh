@@ -2957,16 +2957,21 @@ __device__ __noinline__ void mw_run_bulk(mw_ctx *c, mw_u32 f) {
 #define MW_JOIN_SPIN_NS 20000u
 #endif
 /* Lane 0 of a join whose instances are all claimed: watches bulk future h's slot until it is
- * complete, the task is to be cancelled or stopped, or MW_JOIN_SPIN_NS pass. Only a hint for the
- * await that follows, which reads the slot itself. */
+ * complete, cancellation is asked, the executor stops, or MW_JOIN_SPIN_NS pass. Only a hint for
+ * the await that follows, which reads the slot itself. Pending is ctl (gen, word) or, while
+ * nobody registered on it, (gen - 1, CLOSED) (protocol.h, future slots): the common case here,
+ * since the join is the task's only awaiter and has not registered yet. */
 __device__ __forceinline__ void mw_join_linger(mw_ctx *c, mw_u64 h) {
   if (MW_JOIN_SPIN_NS == 0u) return;
   MW_PROBE(MW_PR_LINGER);
   const mw_u64 *ctl = &c->slots[MW_FUT_SLOT(h)].ctl;
+  const mw_u32 g = MW_FUT_GEN(h);
   const mw_u64 t0 = MW_GLOBALTIMER();
   for (;;) {
     const mw_u64 v = mw_ld64(ctl);
-    if ((mw_u32)(v >> 32) != MW_FUT_GEN(h) || (mw_u32)v == MW_CTL_CLOSED) return;
+    const mw_u32 og = (mw_u32)(v >> 32), w = (mw_u32)v;
+    const bool unstarted = og + 1u == g && w == MW_CTL_CLOSED;
+    if (!unstarted && (og != g || w == MW_CTL_CLOSED || (w & MW_CTL_CANCEL))) return;
     if (MW_GLOBALTIMER() - t0 > MW_JOIN_SPIN_NS || mw_ld32(&c->st->stop)) return;
     __nanosleep(100);
   }
@@ -3168,36 +3173,6 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
 #endif
 /* An idle poller that took a spawn less than this long ago (ns) does not nap at all (on sim it
  * does: its warps are threads of a machine with few cores). */
-/* MW_BOARD_WATCH_NS=N (a variant, off by default): an idle warp sleeps a nap longer than N ns in
- * slices of N, looking between them at the bulk board alone (one load of its cells, lane 0),
- * and cuts the nap short when a task with seats left is posted there, so that a posted bulk
- * task is joined within ~N ns rather than within one long nap. */
-#ifndef MW_BOARD_WATCH_NS
-#define MW_BOARD_WATCH_NS 0u
-#endif
-/* Whether the board shows a task that still wants joiners (MW_BOARD_WATCH_NS). Lane 0. */
-__device__ __forceinline__ bool mw_board_wants(const mw_state *st) {
-  for (mw_u32 k = 0; k < MW_BOARD; ++k) {
-    const mw_u64 v = mw_ld64(&st->board[k]);
-    if (v && !(v & MW_BOARD_GONE) && (int)mw_ld32(&st->board_seats[k]) > 0) return true;
-  }
-  return false;
-}
-/* An idle warp's nap of ns (see MW_BOARD_WATCH_NS). Collective. */
-__device__ __forceinline__ void mw_idle_nap(const mw_ctx *c, mw_u32 ns) {
-#if MW_BOARD_WATCH_NS /* (a loop the default could never reach would be a compiler warning) */
-  if (ns > MW_BOARD_WATCH_NS) {
-    for (mw_u32 slept = 0; slept < ns; slept += MW_BOARD_WATCH_NS) {
-      __nanosleep(MW_BOARD_WATCH_NS);
-      if (mw_bcast(c->lane == 0 ? (mw_u32)mw_board_wants(c->st) : 0u)) return;
-    }
-    return;
-  }
-#else
-  (void)c;
-#endif
-  __nanosleep(ns);
-}
 #ifndef MW_POLL_HOT_NS
 #ifdef MW_SIM
 #define MW_POLL_HOT_NS 0ull
@@ -3345,8 +3320,7 @@ __device__ void mw_executor(mw_state *st) {
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       if (poller && MW_GLOBALTIMER() - hot < MW_POLL_HOT_NS) continue; /* no nap while the host is at work */
-      if (general) mw_idle_nap(&c, nap);
-      else __nanosleep(nap);
+      __nanosleep(nap);
       if (nap < (poller ? MW_POLL_NAP_MAX : MW_IDLE_NAP_MAX)) nap *= 2;
       continue;
     }
