@@ -641,10 +641,14 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 #define cancel(f) mw_cancel_of(_c, (f), __LINE__)
 #define release(f) mw_release_of(_c, (f))
 #define fail(code, msg) return (mw_fail(_c, (code), (msg)), _mw_ret_t())
-/* Whether an await of fs[0..n) is complete at once: one future that carries its result in its
- * handle (a child that ran at its spawn), outside a bulk instance (which cannot await). */
+/* Whether an await of fs[0..n) is complete at once: futures that all carry their results in
+ * their handles (children that ran at their spawns), outside a bulk instance (which cannot
+ * await). n is a constant of the await's line: the loop unrolls into n tests of registers. */
 __device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
-  return n == 1u && MW_FUT_IS_INLINE(fs[0].h) && !c->bulk;
+  if (c->bulk) return false;
+  for (mw_u32 i = 0; i < n; ++i)
+    if (!MW_FUT_IS_INLINE(fs[i].h)) return false;
+  return true;
 }
 /* A body's variable written back into its frame member before an await that may suspend the
  * task (generate.c, put_task_body: the suspension copies the frame, mw_suspend); a const one (a
