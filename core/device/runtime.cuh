@@ -1423,10 +1423,22 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
 
 /* Counts a spawn or await; every MW_TICK_CALLS-th looks at the clock, and does the periodic work when it
  * is due. Collective. */
+__device__ __forceinline__ void mw_tick_due(mw_ctx *c);
 __device__ __forceinline__ void mw_tick(mw_ctx *c) {
   ++c->calls; /* each lane counts the same calls */
   if (c->lane == 0) MW_WS(c)->progress = c->calls; /* for thieves: records behind it may go */
   if ((c->calls & (MW_TICK_CALLS - 1u)) != 0) return;
+  mw_tick_due(c);
+}
+#ifdef MW_ELIDE
+/* Every MW_TICK_CALLS-th spawn in an elided call (which counted it): as mw_tick. Collective. */
+__device__ __noinline__ void mw_elide_tick(mw_ctx *c) {
+  if (c->lane == 0) MW_WS(c)->progress = c->calls;
+  mw_tick_due(c);
+}
+#endif
+/* The clock, and the periodic work when it is due. Collective. */
+__device__ __forceinline__ void mw_tick_due(mw_ctx *c) {
   mw_u32 due = 0;
   if (c->lane == 0) {
     mw_u64 now = MW_GLOBALTIMER();

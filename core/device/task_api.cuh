@@ -519,6 +519,11 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
 #ifndef MW_ELIDE_DEPTH
 #define MW_ELIDE_DEPTH 160u /* the cuda backend sets a 64 KB stack for this variant */
 #endif
+/* MW_ELIDE=N (N >= 1; a bare -DMW_ELIDE is 1): a real task elides its spawns only at level
+ * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
+ * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
+ * N-th generation's subtrees, the rest of it being there to steal. */
+__device__ __noinline__ void mw_elide_tick(mw_ctx *c);
 /* 0: spawn as usual; 1: call the body here; 2: inside an elided call that cannot go deeper (or
  * whose task is to stop): the spawn fails (mw_elide_refuse). Collective: lane 0's view. */
 __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
@@ -527,12 +532,16 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
 #else
   (void)kind, (void)args, (void)args_bytes, (void)line;
 #endif
-  if (c->elide) return c->elide < MW_ELIDE_DEPTH && !c->cancelled ? 1 : 2;
+  if (c->elide) { /* counted as a spawn: the periodic work sees a cancellation, a stop, the hunger */
+    if ((++c->calls & (MW_TICK_CALLS - 1u)) == 0u) mw_elide_tick(c);
+    return c->elide < MW_ELIDE_DEPTH && !c->cancelled ? 1 : 2;
+  }
   const mw_wstate *ws = c->ws;
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
   const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
                       (mw_u32)c->status | (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(c->trace_ev != 0) |
-                      (mw_u32)(ws->nfree_slots == 0u) | (mw_u32)(((c->calls + 1u) & (MW_TICK_CALLS - 1u)) == 0u);
+                      (mw_u32)(ws->nfree_slots == 0u) | (mw_u32)(((c->calls + 1u) & (MW_TICK_CALLS - 1u)) == 0u) |
+                      (mw_u32)(c->d + 1u < (mw_u32)(MW_ELIDE));
   return __shfl_sync(MW_FULL, busy, 0) ? 0 : 1;
 }
 /* The future of a spawn that an elided call does not make: skipped when the task is to stop (as
