@@ -179,3 +179,20 @@ support.each_backend(function(backend)
     end)
   end
 end)
+
+-- The elided calls (the executor variant MW_ELIDE, bench/NOTES.md: a spawn of a self-contained
+-- task calls its body in place) on bench/soak.lua's trees, every root's value or failure and
+-- every count against its model: a failed child awaited after siblings that ran whole subtrees
+-- in between must still fail its parent. Sim only: the variant is a build of its own.
+describe("the elided-call variant #sim", function()
+  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  for _, define in ipairs { "MW_ELIDE", "MW_ELIDE=3u" } do
+    it("keeps random trees of spawn / await / fail exact with " .. define, function()
+      local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=" .. define
+        .. " luajit bench/soak.lua sim 200000 1")
+      assert.equals(0, status, out)
+      assert.truthy(out:find("soak: all counts exact, nothing leaked", 1, true), out)
+    end)
+  end
+end)

@@ -561,7 +561,15 @@ __device__ __forceinline__ future mw_elide_refuse(mw_ctx *c, mw_u32 kind) {
  * spawner, which stops at its own next await. */
 __device__ __noinline__ void mw_count_cancelled_call(mw_ctx *c, mw_u32 kind);
 __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
-  if (!c->cancelled) return mw_direct_done(c, kind, rtype, bits);
+  if (!c->cancelled) {
+    const future f = mw_direct_done(c, kind, rtype, bits);
+    /* A failed (or wide) result is a slot, and mw_now_end notes it as a spawn-now's, for an
+     * await on the next line: c->ran, and the failure in the level's bad. An elided spawn is
+     * awaited later, after other spawns and whole elided subtrees that reuse both, so its await
+     * takes the general way, which reads the slot. */
+    c->ran = 0;
+    return f;
+  }
   mw_count_cancelled_call(c, kind);
   future f;
   f.h = MW_FUT_SKIPPED;
