@@ -65,8 +65,11 @@ per_variant() {
   done
 }
 step build
-timeout 300 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 &&
-  timeout 300 cmake --build build-gpu -j 16 >>"$out/cmake.log" 2>&1 || { tail -40 "$out/cmake.log"; exit 1; }
+# the build's log stays out of $out unless the build fails: the device tool brings back only a
+# few files from a call, and results must not lose their place to logs
+mkdir -p build-gpu && blog=build-gpu/build.log
+timeout 300 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$blog" 2>&1 &&
+  timeout 300 cmake --build build-gpu -j 16 >>"$blog" 2>&1 || { cp "$blog" "$out/cmake.log"; tail -40 "$blog"; exit 1; }
 export LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH"
 export LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH"
 export MOONWARP_BACKEND=cuda
