@@ -65,7 +65,7 @@ per_variant() {
   done
 }
 step build
-# the build's log stays out of $out unless the build fails: the device tool brings back only a
+# the build's log stays out of $out unless the build fails: a remote run may bring back only a
 # few files from a call, and results must not lose their place to logs
 mkdir -p build-gpu && blog=build-gpu/build.log
 timeout 300 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$blog" 2>&1 &&
