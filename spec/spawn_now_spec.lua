@@ -47,6 +47,17 @@ task int tolerant(int x) {
   if (failed(f)) return fail_code(f) * 100 + (cancelled(f) ? 1 : 0);
   return value(f);
 }
+// futures whose results ride in their handles, awaited again together, then one by one
+task int again(int x) {
+  local future f, g;
+  f = spawn(sq, x);
+  await(f);
+  g = spawn(sq, x + 1);
+  await(g);
+  await_all(f, g);
+  try_await(g, f, g);
+  return value(f) + value(g);
+}
 // a child that is not pure (it spawns and awaits) in the same pattern
 task int outer(int x) {
   local future f;
@@ -87,6 +98,11 @@ support.each_backend(function(backend)
       assert.equals(500, prog.tolerant(-3):await(30))
       local st = rt:stats()
       assert.equals(0, st.in_flight)
+    end)
+
+    it("lets a task await its finished children again, several at once", function()
+      for x = 0, 20 do assert.equals(x * x + (x + 1) * (x + 1), prog.again(x):await(30)) end
+      assert.equals(0, rt:stats().in_flight)
     end)
 
     it("runs a child that spawns and awaits itself the general way", function()
