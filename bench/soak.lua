@@ -87,14 +87,15 @@ for first = 1, #plan, 256 do
   end
 end
 -- children of a failing parent run on after their root has failed: the time runs until all
--- have ended
+-- have ended, and every worker's count of queued records (a snapshot it writes when it goes
+-- idle) has caught up
 local awaited = mw.now() - t0
 local after
 repeat
   after = rt:stats()
   local ended = after.completed + after.failed + after.cancelled
 until (after.spawned - before.spawned >= want_tasks and after.spawned == ended
-  and after.frames_in_use == 0) or mw.now() - t0 > awaited + 10
+  and after.frames_in_use == 0 and after.queued_local == 0) or mw.now() - t0 > awaited + 10
 local took = mw.now() - t0
 local spawned = after.spawned - before.spawned
 local completed = after.completed - before.completed
