@@ -9,12 +9,21 @@
 #   bash .gpu/trees/REF/scripts/gpu.sh $OUT/REF core
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
+# every REF checked before anything is downloaded or removed; its folder name is made of
+# letters, digits and . _ - ~ only, never "." or ".." (a '/' becomes '_')
+for ref in "$@"; do
+  git rev-parse --verify -q "$ref^{commit}" >/dev/null || { echo "gpu-prepare: no such commit: $ref" >&2; exit 2; }
+  name=${ref//\//_}
+  if [[ ! $name =~ ^[A-Za-z0-9._~^-]+$ || $name == . || $name == .. ]]; then
+    echo "gpu-prepare: cannot name a folder after '$ref'; name a branch, a tag or a commit id" >&2
+    exit 2
+  fi
+done
 bash ../shared/gpu/prepare.sh
 [ -n "$(ls /var/lib/apt/lists/ 2>/dev/null | grep -i debian | head -1)" ] || apt-get update -qq
 (cd .gpu/debs && apt-get download -qq libsodium23 libsodium-dev >/dev/null 2>&1)
 echo "ready: $(ls .gpu/debs | wc -l) packages in .gpu/debs"
 for ref in "$@"; do
-  git rev-parse --verify -q "$ref^{commit}" >/dev/null || { echo "gpu-prepare: no such commit: $ref" >&2; exit 2; }
   dir=.gpu/trees/${ref//\//_}
   rm -rf "$dir" && mkdir -p "$dir/.gpu"
   git archive "$ref" | tar -x -C "$dir"
