@@ -5,32 +5,13 @@ local support = require "spec.support"
 local NKINDS = 2100 -- tiny tasks k0 .. k2099, kinds 0 .. 2099 in a fresh runtime
 
 -- kinds that share an entry of a warp's counter cache (32 entries) and of a worker's device
--- entries (64): 5 + 32 j and 5 + 64 j up to the last kind
-local COLLIDING = {}
-for k = 5, NKINDS - 1, 32 do COLLIDING[#COLLIDING + 1] = k end
+-- entries (64): 5 + 32 j and 5 + 64 j up to the last kind; sweep spawns and awaits every one in
+-- turn, reps times: each spawn and completion it counts misses the warp's cache
+local SOURCE, COLLIDING = support.kinds_program(NKINDS)
 
 -- what the host spawns: both ends, either side of the old limit of 64, and the colliding ones
 local HOST = { 0, 1, 31, 32, 63, 64, 65, 96, 127, 128, 1000, 1024, 2047, 2048, NKINDS - 1 }
 for _, k in ipairs(COLLIDING) do HOST[#HOST + 1] = k end
-
-local function source()
-  local parts = {}
-  for k = 0, NKINDS - 1 do parts[#parts + 1] = ("task int k%d(int x) { return x + %d; }"):format(k, k) end
-  -- sweep spawns and awaits every colliding kind in turn, reps times: each spawn and completion
-  -- it counts misses the warp's cache
-  parts[#parts + 1] = [[
-task long sweep(int x, int reps) {
-  local future f;
-  local long s;
-  local int r;
-  s = 0;
-  for (r = 0; r < reps; ++r) {]]
-  for _, k in ipairs(COLLIDING) do
-    parts[#parts + 1] = ("    f = spawn(k%d, x); await(f); s += (long)value(f); release(f);"):format(k)
-  end
-  parts[#parts + 1] = "  }\n  return s;\n}"
-  return table.concat(parts, "\n")
-end
 
 support.each_backend(function(backend)
   describe("a runtime of " .. NKINDS .. " task kinds", function()
@@ -38,7 +19,7 @@ support.each_backend(function(backend)
     setup(function()
       -- compiled on its own: in one unit NVRTC takes minutes over 2100 bodies (README, compiles)
       rt = support.runtime(backend, { build = "parts" })
-      prog = support.compile(rt, source(), "kinds.cu")
+      prog = support.compile(rt, SOURCE, "kinds.cu")
     end)
     teardown(function() if rt then rt:close() end end)
 

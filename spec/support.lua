@@ -16,6 +16,29 @@ task long fib(int n) {
 }
 ]]
 
+--- A program of nkinds tiny tasks k0 .. k<nkinds-1> (k<j>(x) returns x + j) and sweep(x, reps),
+-- which spawns, awaits and sums every colliding kind in turn, reps times; the colliding kinds
+-- (5 + 32 j: they share an entry of a warp's counter cache, 32 entries, and of a worker's device
+-- entries, 64) come back as a list. sweep(x, reps) returns reps * (#colliding * x + their sum).
+function support.kinds_program(nkinds)
+  local colliding = {}
+  for k = 5, nkinds - 1, 32 do colliding[#colliding + 1] = k end
+  local parts = {}
+  for k = 0, nkinds - 1 do parts[#parts + 1] = ("task int k%d(int x) { return x + %d; }"):format(k, k) end
+  parts[#parts + 1] = [[
+task long sweep(int x, int reps) {
+  local future f;
+  local long s;
+  local int r;
+  s = 0;
+  for (r = 0; r < reps; ++r) {]]
+  for _, k in ipairs(colliding) do
+    parts[#parts + 1] = ("    f = spawn(k%d, x); await(f); s += (long)value(f); release(f);"):format(k)
+  end
+  parts[#parts + 1] = "  }\n  return s;\n}"
+  return table.concat(parts, "\n"), colliding
+end
+
 --- A dependent chain: chain(n) spawns and awaits leaf n times, one after the other, and sums
 -- what they return (n * (n - 1) / 2).
 support.CHAIN = [[

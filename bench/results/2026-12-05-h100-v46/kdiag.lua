@@ -1,17 +1,25 @@
--- a runtime of NK kinds (parts): the sweep's value, and one host spawn of a few kinds
-NK = tonumber(arg[1] or 2100)
+-- kdiag.lua - spec/kinds_spec.lua's program of NK kinds, alone: the sweep's values against the
+-- right ones, and a host spawn of a few kinds (build = parts, as the spec loads it).
+--   luajit bench/results/2026-12-05-h100-v46/kdiag.lua [NK [reps [backend]]]   (from the repository root)
+-- The runs of v46 used NK 2100 and 100 with reps 7, under MOONWARP_DEVICE_DEFINE variants.
+package.path = "./?.lua;" .. package.path
 local mw = require "moonwarp"
-local rt = mw.runtime { backend = "cuda", build = "parts" }
+local support = require "spec.support"
+local NK, reps = tonumber(arg[1] or 2100), tonumber(arg[2] or 7)
+local rt = mw.runtime { backend = arg[3] or "cuda", build = "parts" }
 local t = os.clock()
-local p = rt:compile(dofile(arg[2]), "kinds.cu")
-local COLLIDING = {}
-for k = 5, NK - 1, 32 do COLLIDING[#COLLIDING + 1] = k end
+local src, colliding = support.kinds_program(NK)
+local p = rt:compile(src, "kinds.cu")
 local sum = 0
-for _, k in ipairs(COLLIDING) do sum = sum + k end
+for _, k in ipairs(colliding) do sum = sum + k end
 local ks = {}
 for _, k in ipairs { 0, 5, 37, NK - 1 } do ks[#ks + 1] = ("k%d(1)=%s"):format(k, tostring(p["k" .. k](1):await(30))) end
-local got = {}
-for i = 1, 4 do got[i] = p.sweep(1000 + i, 7):await(30) end
-print(("NK %d define %s: compile %.1f s cpu; %s; sweep %s, want %d"):format(NK, os.getenv("MOONWARP_DEVICE_DEFINE") or "-",
-  os.clock() - t, table.concat(ks, " "), table.concat(got, " "), 7 * (#COLLIDING * 1001 + sum)))
+local got, want = {}, {}
+for i = 1, 4 do
+  got[i] = tostring(p.sweep(1000 + i, reps):await(30))
+  want[i] = tostring(reps * (#colliding * (1000 + i) + sum))
+end
+print(("NK %d reps %d define %s: compile %.1f s cpu; %s; sweep %s, want %s"):format(NK, reps,
+  os.getenv("MOONWARP_DEVICE_DEFINE") or "-", os.clock() - t, table.concat(ks, " "),
+  table.concat(got, " "), table.concat(want, " ")))
 rt:close()
