@@ -51,6 +51,10 @@ sed -i 's#^prefix=/usr$#prefix=/tmp/lua-root/usr#' /tmp/lua-root/usr/lib/x86_64-
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export MOONWARP_CACHE_DIR=/tmp/mw-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee "$out/device.txt"
+# and the toolkit that compiles the programs there (NVRTC is the one the loader finds first)
+echo "toolkit: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc');" \
+  "NVRTC: $(basename "$(readlink -f /usr/local/cuda/lib64/libnvrtc.so 2>/dev/null || echo none)")" |
+  tee -a "$out/device.txt"
 step() { echo "== $*"; }
 # per_variant LIST FILE CMD...: CMD once per variant of the executor in LIST ("-" the default
 # build, NAME built with -DNAME through MOONWARP_DEVICE_DEFINE), its output under a "# variant:"
