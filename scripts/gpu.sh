@@ -53,7 +53,7 @@ export MOONWARP_CACHE_DIR=/tmp/mw-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee "$out/device.txt"
 # and the toolkit that compiles the programs there (NVRTC is the one the loader finds first)
 echo "toolkit: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'no nvcc');" \
-  "NVRTC: $(basename "$(readlink -f /usr/local/cuda/lib64/libnvrtc.so 2>/dev/null || echo none)")" |
+  "NVRTC: $(basename "$(readlink -e /usr/local/cuda/lib64/libnvrtc.so 2>/dev/null || echo none)")" |
   tee -a "$out/device.txt"
 step() { echo "== $*"; }
 # per_variant LIST FILE CMD...: CMD once per variant of the executor in LIST ("-" the default

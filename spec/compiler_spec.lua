@@ -103,9 +103,10 @@ task long pick(int x) {
 end)
 
 describe("NVRTC without a GPU, the generated code of every shape of task", function()
-  -- what sim's C++ compiler accepts NVRTC may not (a builtin on a pointer to an empty frame
-  -- struct once failed NVVM's verifier): frames with parameters only, locals only, neither, a
-  -- buffer and a bulk spawn, a future parameter, and a task that uses every future reader
+  -- what sim's C++ compiler accepts NVRTC may not (a builtin on a pointer to some frame structs,
+  -- an empty one among them, once failed NVVM's verifier): frames with parameters only, locals
+  -- only, neither, a buffer and a bulk spawn, a future parameter, and a task that uses every
+  -- future reader
   local SRC = [[
 task int none() { return 2; }
 task void nothing() { }
