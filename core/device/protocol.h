@@ -529,6 +529,15 @@ typedef struct mw_worker {
 #ifndef MW_TICK_CALLS
 #define MW_TICK_CALLS 64u      /* spawns and awaits between two looks at the clock (a power of two) */
 #endif
+/* The executor's stack (elided calls, task_api.cuh): a spawn inside an elided call is refused
+ * when the executor's thread already uses mw_state.stack_bytes of stack below where it began
+ * (mw_runtime_desc.stack_bytes, default MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes'
+ * fibers having 256 KiB). The cuda backend sets each thread's stack to the kernel's own local
+ * memory + stack_bytes + MW_STACK_SLACK (the frame of the last call allowed, and what lies
+ * between the kernel's frame and where the executor began). */
+#define MW_STACK_BYTES 16384u
+#define MW_STACK_SLACK 4096u
+#define MW_SIM_STACK_BYTES (96u * 1024u)
 
 enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
 /* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a
@@ -748,7 +757,7 @@ typedef struct mw_state {
   mw_u32 board_users[MW_BOARD];
   mw_u32 board_seats[MW_BOARD]; /* joiners still wanted, a hint (see The bulk board above) */
   mw_u32 board_seq;
-  mw_u32 pad4;
+  mw_u32 stack_bytes; /* the executor's stack budget (MW_STACK_BYTES above); set before launch */
 } mw_state;
 
 #endif /* MW_PROTOCOL_H */

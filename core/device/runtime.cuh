@@ -3230,6 +3230,12 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_ev = 0;
   c.trace_head = 0;
 #ifdef MW_ELIDE
+  c.sp0 = mw_stack_here();
+#ifdef MW_SIM
+  c.stack_lim = MW_SIM_STACK_BYTES;
+#else
+  c.stack_lim = st->stack_bytes;
+#endif
   c.elide = 0;
   c.hungry_seen = 1; /* no elided call before the periodic work has seen no warp hungry */
 #endif

@@ -9,6 +9,11 @@
 #define MW_TASK_API_CUH
 
 #define MW_FULL 0xffffffffu
+/* Elided calls are the default (MW_ELIDE below, level 3); -DMW_NO_ELIDE builds the executor
+ * without them, to compare (MOONWARP_DEVICE_DEFINE=MW_NO_ELIDE, bench/NOTES.md). */
+#if !defined(MW_ELIDE) && !defined(MW_NO_ELIDE)
+#define MW_ELIDE 3u
+#endif
 
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
@@ -124,6 +129,8 @@ struct mw_ctx {
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
 #ifdef MW_ELIDE
+  mw_u64 sp0;         /* the executor's stack address where it began (mw_stack_here) */
+  mw_u32 stack_lim;   /* bytes of stack below sp0 past which no call is elided (protocol.h) */
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
   mw_u32 hungry_seen; /* mw_state.hungry as the last periodic work saw it (1 at the start) */
 #endif
@@ -508,24 +515,28 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   return f;
 }
 #ifdef MW_ELIDE
-/* Elided calls (a variant, MW_ELIDE; bench/NOTES.md, "Next for fib"). A spawn of a
- * self-contained task (nvrtc/generate.c: it spawns only self-contained tasks, and takes, returns
- * and names no future of elsewhere) calls the body at once, as a plain C call in the spawner's
- * level, when no warp is hungry: then every spawn inside that call is elided too, so none of its
- * awaits can find a future pending, and the call returns with its result in the handle as a
- * direct call's does. No record, slot, level or trampoline; no parallelism below it either (no
- * heartbeat, no promotion yet: this variant measures what an elided call costs). Past
- * MW_ELIDE_DEPTH nested calls (the C stack) a spawn fails with a capacity error instead. */
-#ifndef MW_ELIDE_DEPTH
-#define MW_ELIDE_DEPTH 160u /* the cuda backend sets a 64 KB stack for this variant */
-#endif
-/* MW_ELIDE=N (N >= 1; a bare -DMW_ELIDE is 1): a real task elides its spawns only at level
- * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
- * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
- * N-th generation's subtrees, the rest of it being there to steal. */
+/* Elided calls (the default; MW_NO_ELIDE builds without them; bench/NOTES.md, "Next for fib").
+ * A spawn of a self-contained task (nvrtc/generate.c: it spawns only self-contained tasks, and
+ * takes, returns and names no future of elsewhere) calls the body at once, as a plain C call in
+ * the spawner's level, when no warp is hungry: then every spawn inside that call is elided too,
+ * so none of its awaits can find a future pending, and the call returns with its result in the
+ * handle as a direct call's does. No record, slot, level or trampoline; no parallelism below it
+ * either (no heartbeat, no promotion yet). The calls nest on the thread's stack: inside an
+ * elided call, a spawn made with stack_bytes of it already used (protocol.h, MW_STACK_BYTES: the
+ * cuda backend sizes the stack for it) fails with a capacity error instead. */
+/* This thread's stack address here (the stack grows down on both backends: its frames are
+ * below their callers'). One local byte whose address is taken. */
+__device__ __forceinline__ mw_u64 mw_stack_here() {
+  unsigned char here = 0;
+  asm volatile("" : : "l"(&here));
+  return (mw_u64)(size_t)&here;
+}
+/* The bytes of stack the executor's thread uses below c->sp0 now. */
+__device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) { return c->sp0 - mw_stack_here(); }
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
-/* 0: spawn as usual; 1: call the body here; 2: inside an elided call that cannot go deeper (or
- * whose task is to stop): the spawn fails (mw_elide_refuse). Collective: lane 0's view. */
+/* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
+ * another (or whose task is to stop): the spawn fails (mw_elide_refuse). Collective: every lane
+ * decides alike (the lanes' stacks are alike; lane 0's view elsewhere). */
 __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
 #ifdef MW_SIM
   if (!c->elide && MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes))) return 0;
@@ -534,7 +545,7 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
 #endif
   if (c->elide) { /* counted as a spawn: the periodic work sees a cancellation, a stop, the hunger */
     if ((++c->calls & (MW_TICK_CALLS - 1u)) == 0u) mw_elide_tick(c);
-    return c->elide < MW_ELIDE_DEPTH && !c->cancelled ? 1 : 2;
+    return mw_stack_used(c) < (mw_u64)c->stack_lim && !c->cancelled ? 1 : 2;
   }
   const mw_wstate *ws = c->ws;
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
@@ -552,7 +563,7 @@ __device__ __forceinline__ future mw_elide_refuse(mw_ctx *c, mw_u32 kind) {
   if (c->cancelled) return f;
   c->status = MW_RUN_FAIL;
   c->fail_code = MW_FAIL_CAPACITY;
-  c->fail_msg = "elided calls nested deeper than MW_ELIDE_DEPTH";
+  c->fail_msg = "spawns nested too deep for the executor's stack (the runtime option stack_bytes)";
   c->fail_fut = 0;
   return mw_now_end(c, kind, 0u);
 }
