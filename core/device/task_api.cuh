@@ -525,11 +525,17 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
  * elided call, a spawn made with stack_bytes of it already used (protocol.h, MW_STACK_BYTES: the
  * cuda backend sizes the stack for it) fails with a capacity error instead. */
 /* This thread's stack address here (the stack grows down on both backends: its frames are
- * below their callers'). One local byte whose address is taken. */
+ * below their callers'). GPU: one local byte whose address is taken. sim: the frame's address,
+ * which is the thread's real stack even where ASan keeps locals in fake frames on the heap
+ * (detect_stack_use_after_return). */
 __device__ __forceinline__ mw_u64 mw_stack_here() {
+#ifdef MW_SIM
+  return (mw_u64)(size_t)__builtin_frame_address(0);
+#else
   unsigned char here = 0;
   asm volatile("" : : "l"(&here));
   return (mw_u64)(size_t)&here;
+#endif
 }
 /* The bytes of stack the executor's thread uses below c->sp0 now. */
 __device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) { return c->sp0 - mw_stack_here(); }
