@@ -539,6 +539,10 @@ __device__ __forceinline__ mw_u64 mw_stack_here() {
 }
 /* The bytes of stack the executor's thread uses below c->sp0 now. */
 __device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) { return c->sp0 - mw_stack_here(); }
+/* MW_ELIDE=N (N >= 1; a bare -DMW_ELIDE is 1): a real task elides its spawns only at level
+ * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
+ * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
+ * N-th generation's subtrees, the rest of it being there to steal. */
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
 /* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
  * another (or whose task is to stop): the spawn fails (mw_elide_refuse). Collective: every lane
