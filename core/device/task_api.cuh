@@ -532,7 +532,7 @@ __device__ __forceinline__ mw_u64 mw_stack_here() {
 #ifdef MW_SIM
   return (mw_u64)(size_t)__builtin_frame_address(0);
 #else
-  unsigned char here = 0;
+  unsigned char here; /* only its address is used */
   asm volatile("" : : "l"(&here));
   return (mw_u64)(size_t)&here;
 #endif
