@@ -1408,7 +1408,7 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   if (mw_bcast(tg)) c->trace_due = 1;
   hungry = mw_bcast(hungry);
 #ifdef MW_ELIDE
-  c->hungry_seen = hungry != 0;
+  c->hungry_seen = hungry > (mw_u32)(MW_ELIDE_HUNGRY);
   /* a long elided call counts its calls as it goes, as an idle warp would */
   if (c->elide && c->lane == 0 && ws->dirty) mw_flush_counts(c);
   __syncwarp();
