@@ -5,16 +5,7 @@
 local mw = require "moonwarp"
 local support = require "spec.support"
 
-local DEEP = [[
-// the depth n, counted one spawn and await at a time (a self-contained task)
-task long down(int n) {
-  local future f;
-  if (n == 0) return 0;
-  f = spawn(down, n - 1);
-  await(f);
-  return value(f) + 1;
-}
-]]
+local DEEP = support.DOWN
 
 describe("the runtime option stack_bytes", function()
   it("is refused outside 4096..524288, naming the option", function()

@@ -58,6 +58,18 @@ task long chain(int n) {
 }
 ]]
 
+--- down(n): the depth n, counted one spawn and await at a time, each spawn nested in the one
+-- before it (a self-contained task: its spawns run in place while no worker is idle).
+support.DOWN = [[
+task long down(int n) {
+  local future f;
+  if (n == 0) return 0;
+  f = spawn(down, n - 1);
+  await(f);
+  return value(f) + 1;
+}
+]]
+
 --- hold(flag) waits for *flag and returns it, for at most about a second (so that a runtime
 -- that faulted, or a spec that forgot the flag, can still stop).
 support.HOLD = [[
