@@ -530,11 +530,16 @@ typedef struct mw_worker {
 #define MW_TICK_CALLS 64u      /* spawns and awaits between two looks at the clock (a power of two) */
 #endif
 /* The executor's stack (elided calls, task_api.cuh): a spawn inside an elided call is refused
- * when the executor's thread already uses mw_state.stack_bytes of stack below where it began
- * (mw_runtime_desc.stack_bytes, default MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes'
- * fibers having 256 KiB). The cuda backend sets each thread's stack to the kernel's own local
- * memory + stack_bytes + MW_STACK_SLACK (the frame of the last call allowed, and what lies
- * between the kernel's frame and where the executor began). */
+ * when the elided calls nested on the executor's thread already take mw_state.stack_bytes of
+ * stack, counted from the outermost one's spawner (mw_runtime_desc.stack_bytes, default
+ * MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes' fibers having 256 KiB). Real tasks do not
+ * nest on the stack (each level runs from the executor's loop), so that is the only depth the
+ * stack does not bound by itself. Measured as a distance, whichever way the stack grows: on the
+ * GPU a kernel's own frame lies apart from its calls' frames (sm_90: a local of the kernel has a
+ * lower address than one of a body it calls), so no address of the kernel's is a reference.
+ * The cuda backend sets each thread's stack to the kernel's own local memory + stack_bytes +
+ * MW_STACK_SLACK (the frames between the executor and the outermost elided call, and the
+ * frame of the last call allowed). */
 #define MW_STACK_BYTES 16384u
 #define MW_STACK_SLACK 4096u
 #define MW_SIM_STACK_BYTES (96u * 1024u)

@@ -3230,7 +3230,7 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_ev = 0;
   c.trace_head = 0;
 #ifdef MW_ELIDE
-  c.sp0 = mw_stack_here();
+  c.sp0 = 0; /* set by the outermost elided call (mw_elide_enter) */
 #ifdef MW_SIM
   c.stack_lim = MW_SIM_STACK_BYTES;
 #else

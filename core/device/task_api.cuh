@@ -129,8 +129,8 @@ struct mw_ctx {
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
 #ifdef MW_ELIDE
-  mw_u64 sp0;         /* the executor's stack address where it began (mw_stack_here) */
-  mw_u32 stack_lim;   /* bytes of stack below sp0 past which no call is elided (protocol.h) */
+  mw_u64 sp0;         /* the stack address where the outermost elided call was made (mw_stack_here) */
+  mw_u32 stack_lim;   /* bytes of stack from sp0 past which no call is elided (protocol.h) */
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
   mw_u32 hungry_seen; /* more than MW_ELIDE_HUNGRY workers idle, as the last periodic work saw (1 at the start) */
 #endif
@@ -524,8 +524,8 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
  * either (no heartbeat, no promotion yet). The calls nest on the thread's stack: inside an
  * elided call, a spawn made with stack_bytes of it already used (protocol.h, MW_STACK_BYTES: the
  * cuda backend sizes the stack for it) fails with a capacity error instead. */
-/* This thread's stack address here (the stack grows down on both backends: its frames are
- * below their callers'). GPU: one local byte whose address is taken. sim: the frame's address,
+/* This thread's stack address here (a nested call's is further from its caller's, on either
+ * side). GPU: one local byte whose address is taken. sim: the frame's address,
  * which is the thread's real stack even where ASan keeps locals in fake frames on the heap
  * (detect_stack_use_after_return). */
 __device__ __forceinline__ mw_u64 mw_stack_here() {
@@ -537,8 +537,12 @@ __device__ __forceinline__ mw_u64 mw_stack_here() {
   return (mw_u64)(size_t)&here;
 #endif
 }
-/* The bytes of stack the executor's thread uses below c->sp0 now. */
-__device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) { return c->sp0 - mw_stack_here(); }
+/* The bytes of stack the elided calls nested now take: the distance from c->sp0, whichever way
+ * the stack grows. */
+__device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) {
+  const mw_u64 here = mw_stack_here();
+  return here < c->sp0 ? c->sp0 - here : here - c->sp0;
+}
 /* MW_ELIDE=N (N >= 1; a bare -DMW_ELIDE is 1): a real task elides its spawns only at level
  * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
  * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
@@ -606,6 +610,7 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
+  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost spawner's frame */
   c->resume = 0;
   c->elide++;
   return r;
