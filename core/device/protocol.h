@@ -534,9 +534,10 @@ typedef struct mw_worker {
  * stack, counted from the outermost one's spawner (mw_runtime_desc.stack_bytes, default
  * MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes' fibers having 256 KiB). Real tasks do not
  * nest on the stack (each level runs from the executor's loop), so that is the only depth the
- * stack does not bound by itself. Measured as a distance, whichever way the stack grows: on the
- * GPU a kernel's own frame lies apart from its calls' frames (sm_90: a local of the kernel has a
- * lower address than one of a body it calls), so no address of the kernel's is a reference.
+ * stack does not bound by itself. Measured from the outermost elided call, as a distance: on the
+ * GPU most of the executor and the bodies it runs are inlined into the kernel, whose one frame
+ * holds their locals at offsets of the compiler's choosing (sm_90: a body's local lay 32 bytes
+ * above the executor's), so addresses are ordered by depth only past the first real call.
  * The cuda backend sets each thread's stack to the kernel's own local memory + stack_bytes +
  * MW_STACK_SLACK (the frames between the executor and the outermost elided call, and the
  * frame of the last call allowed). */
