@@ -1,6 +1,7 @@
 -- sp.lua - what the elided calls' stack check sees on a backend: for sp(n), the stack used, the limit, the
 -- elided depth, the reference and the address at the leaf, before and after a refused deep recursion.
 --   luajit bench/results/2026-12-06-v48/sp.lua [backend [stack_bytes [workers]]]   (from the repository root)
+-- Needs the branch elide-default (mw_stack_used and the context's stack_lim).
 package.path = "./?.lua;" .. package.path
 local mw = require "moonwarp"
 local support = require "spec.support"
