@@ -135,12 +135,23 @@ function support.it_build(build, name, fn)
   end
 end
 
---- A runtime on backend, which must open.
+--- A runtime on backend, which must open. Inside a test it is also closed when the test ends,
+-- whatever the test did (its own close first): a test that fails before its close must not leave
+-- the device's one executor taken from the tests after it.
+local opened = {}
+local function close_opened()
+  for i = #opened, 1, -1 do
+    pcall(opened[i].close, opened[i])
+    opened[i] = nil
+  end
+end
 function support.runtime(backend, opts)
   local o = { backend = backend }
   for k, v in pairs(opts or {}) do o[k] = v end
   local rt, err, code = mw.runtime(o)
   assert(rt, string.format("runtime %s: %s (%s)", backend, tostring(err), tostring(code)))
+  local finally = getfenv(2).finally
+  if type(finally) == "function" and pcall(finally, close_opened) then opened[#opened + 1] = rt end
   return rt
 end
 
