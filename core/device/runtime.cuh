@@ -1681,10 +1681,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
-  if (n == 1 && MW_FUT_IS_INLINE(fs[0].h)) { /* it ran at its spawn and carries its result */
-    if (c->lane == 0) MW_LV(c)->bad = 0;
-    return false;
-  }
+  /* an await whose futures all carry their results never comes here (MW_AWAIT_, mw_await_done) */
   if (n == 1 && c->ran == fs[0].h && c->ran) { /* it ran at its spawn (mw_spawn_now) */
     c->ran = 0;
     return false;
