@@ -543,7 +543,9 @@ typedef struct mw_worker {
  * frame of the last call allowed). */
 #define MW_STACK_BYTES 16384u
 #define MW_STACK_SLACK 4096u
+#ifndef MW_SIM_STACK_BYTES /* a sim build may take less, to meet the depth a GPU allows */
 #define MW_SIM_STACK_BYTES (96u * 1024u)
+#endif
 
 enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
 /* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a
