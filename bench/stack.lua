@@ -6,6 +6,7 @@
 --   luajit bench/stack.lua [backend [stack_bytes]]
 package.path = "./?.lua;" .. package.path
 local mw = require "moonwarp"
+local support = require "spec.support"
 
 local backend, stack_bytes = arg[1] or "sim", tonumber(arg[2])
 local rt = assert(mw.runtime { backend = backend, workers = 1, stack_bytes = stack_bytes })
@@ -27,14 +28,7 @@ task long fib_used(int n) {
   return value(a) > value(b) ? value(a) : value(b);
 }
 task long limit() { return (long)_c->stack_lim; }
-task long down(int n) {
-  local future f;
-  if (n == 0) return 0;
-  f = spawn(down, n - 1);
-  await(f);
-  return value(f) + 1;
-}
-]], "stack.lua"))
+]] .. support.DOWN, "stack.lua"))
 
 local function try(f, ...)
   local args = { ... }
