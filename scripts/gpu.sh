@@ -280,10 +280,11 @@ if want sanitize; then
   # memcheck and racecheck follow the device process (--target-processes all); the #fault
   # specs are left out: they fault on purpose, which the tools would report. The hang specs
   # stay in (their device process is killed by the deadline). memcheck knows only the
-  # allocations made before a launch: the executor is relaunched after each new buffer
+  # allocations made before a launch: the executor is relaunched after each new buffer; the specs' "at once" bounds stretch by
+  # $SAN_TIME_SCALE (20), the tools running the device that much slower or more
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     step "compute-sanitizer $tool"
-    MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
+    MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 MW_SPEC_TIME_SCALE=${SAN_TIME_SCALE:-20} timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
       --print-limit 20 luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
       ${SAN_SPECS:-spec/api_spec.lua spec/async_spec.lua spec/property_spec.lua spec/executor_spec.lua spec/cancel_spec.lua spec/trace_spec.lua spec/reliability_spec.lua spec/futures_spec.lua} >"$out/$tool.txt" 2>&1
     echo "exit status: $?"

@@ -134,6 +134,10 @@ function support.each_backend(fn)
   if not ok then env.pending("cuda #gpu: skipped, no GPU: " .. reason) end
 end
 
+--- The factor by which a spec's "at once" bounds stretch: $MW_SPEC_TIME_SCALE (1 unless set;
+-- scripts/gpu.sh sets it under compute-sanitizer, which runs the device many times slower).
+support.time_scale = tonumber(os.getenv("MW_SPEC_TIME_SCALE")) or 1
+
 --- it(name, fn) for a spec of one build ("parts", "one_unit", "tiered"), or pending with the
 -- reason when $MOONWARP_BUILD forces another (it overrides the runtime's option). Call it where
 -- it() may be called.
