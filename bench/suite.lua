@@ -328,26 +328,9 @@ for _, r in ipairs(out_rows) do
 end
 csv:close()
 
--- SVG: one bar per figure, moonwarp beside its baseline, each pair scaled to its own maximum
-local svg = {}
-local w, bar, gap = 900, 14, 10
-local h = 40 + #out_rows * (2 * bar + gap)
-svg[#svg + 1] = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'):format(w, h)
-svg[#svg + 1] = ('<text x="10" y="20" font-size="14">moonwarp (blue) vs baseline (grey), %s, %s</text>'):format(gpu and "cuda" or "sim", os.date("!%Y-%m-%d"))
-for i, r in ipairs(out_rows) do
-  local y = 40 + (i - 1) * (2 * bar + gap)
-  local mv, bv = r[4], tonumber(r[5]) or 0
-  local top = math.max(mv, bv, 1e-12)
-  svg[#svg + 1] = ('<text x="10" y="%d">%s: %s (%s)</text>'):format(y + bar, r[1], r[2], r[3])
-  svg[#svg + 1] = ('<rect x="330" y="%d" width="%.1f" height="%d" fill="#3a6ea5"/>'):format(y, 450 * mv / top, bar - 2)
-  svg[#svg + 1] = ('<text x="%.1f" y="%d">%.3g</text>'):format(335 + 450 * mv / top, y + bar - 3, mv)
-  if bv > 0 then
-    svg[#svg + 1] = ('<rect x="330" y="%d" width="%.1f" height="%d" fill="#999"/>'):format(y + bar, 450 * bv / top, bar - 2)
-    svg[#svg + 1] = ('<text x="%.1f" y="%d">%.3g</text>'):format(335 + 450 * bv / top, y + 2 * bar - 3, bv)
-  end
-end
-svg[#svg + 1] = "</svg>\n"
+-- SVG (bench/chart.lua)
+local chart = dofile(here .. "/chart.lua")
 local f = assert(io.open(opts.out .. "/bench.svg", "w"))
-f:write(table.concat(svg, "\n"))
+f:write(chart.svg(out_rows, ("%s, %s"):format(gpu and "cuda" or "sim", os.date("!%Y-%m-%d"))))
 f:close()
 print(("wrote %s/bench.csv and %s/bench.svg"):format(opts.out, opts.out))

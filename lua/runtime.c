@@ -34,7 +34,7 @@ mwl_runtime *mwl_check_runtime(lua_State *L, int idx) {
 
 static const char *const option_names[] = {"backend", "device",  "capacity", "host_futures",
                                            "workers", "frame_bytes", "spawn_timeout",
-                                           "relaunch_timeout", "build", NULL};
+                                           "relaunch_timeout", "build", "stack_bytes", NULL};
 
 /* The option value on the top of the stack as an integer in [0, max]; raises naming it. */
 static lua_Number option_count(lua_State *L, const char *key, lua_Number max) {
@@ -104,7 +104,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
       luaL_argerror(L, 1,
                     lua_pushfstring(L, "unknown option '%s' (options: backend, device, capacity, "
                                        "host_futures, workers, frame_bytes, spawn_timeout, "
-                                       "relaunch_timeout, build)",
+                                       "relaunch_timeout, build, stack_bytes)",
                                     lua_tostring(L, -1)));
     }
     switch (which) {
@@ -117,6 +117,7 @@ static void read_options(lua_State *L, mw_runtime_desc *d, double *spawn_timeout
     case 6: *spawn_timeout = option_seconds(L, "spawn_timeout"); break;
     case 7: d->relaunch_timeout = option_seconds(L, "relaunch_timeout"); break;
     case 8: d->build = option_word(L, "build", builds, "\"parts\", \"one_unit\" or \"tiered\""); break;
+    case 9: d->stack_bytes = (uint32_t)option_count(L, "stack_bytes", 4294967295.0); break;
     }
     lua_pop(L, 1);
   }

@@ -18,6 +18,8 @@
 #              $PROBE_WORKERS, beside bench/micro/'s cost of each kind of operation
 #              ($PROBE_VARIANTS: variants of the executor timed the same way)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
+#   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
+#              the bytes a level of spawns run in place, the depth they reach, a refusal's after
 #   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
@@ -34,7 +36,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -240,6 +242,12 @@ if want core; then
   step "core figures per variant"
   per_variant "${CORE_VARIANTS:--}" core.txt timeout 100 luajit bench/core.lua cuda
 fi
+if want stack; then
+  step "stack of the spawns run in place, per stack_bytes"
+  for b in ${STACK_SIZES:-4096 16384 65536}; do
+    timeout 60 luajit bench/stack.lua cuda "$b" 2>&1 | tee -a "$out/stack.txt"
+  done
+fi
 if want quick; then
   # a few seconds per variant of the executor ($QUICK_VARIANTS, "-" the default): pipelines of
   # batch 1 and a chain of hops on all workers, for a change measured where the suite cannot fit
@@ -272,10 +280,11 @@ if want sanitize; then
   # memcheck and racecheck follow the device process (--target-processes all); the #fault
   # specs are left out: they fault on purpose, which the tools would report. The hang specs
   # stay in (their device process is killed by the deadline). memcheck knows only the
-  # allocations made before a launch: the executor is relaunched after each new buffer
+  # allocations made before a launch: the executor is relaunched after each new buffer; the specs' "at once" bounds stretch by
+  # $SAN_TIME_SCALE (20), the tools running the device that much slower or more
   for tool in ${SAN_TOOLS:-memcheck racecheck}; do
     step "compute-sanitizer $tool"
-    MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
+    MOONWARP_RELAUNCH_AFTER_ALLOC=1 MW_SPEC_TRACE=1 MW_SPEC_TIME_SCALE=${SAN_TIME_SCALE:-20} timeout ${SAN_TIMEOUT:-200} compute-sanitizer --tool $tool --target-processes all \
       --print-limit 20 luajit /tmp/lua-root/usr/bin/busted --tags=gpu --exclude-tags=sim,fault \
       ${SAN_SPECS:-spec/api_spec.lua spec/async_spec.lua spec/property_spec.lua spec/executor_spec.lua spec/cancel_spec.lua spec/trace_spec.lua spec/reliability_spec.lua spec/futures_spec.lua} >"$out/$tool.txt" 2>&1
     echo "exit status: $?"

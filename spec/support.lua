@@ -58,6 +58,18 @@ task long chain(int n) {
 }
 ]]
 
+--- down(n): the depth n, counted one spawn and await at a time, each spawn nested in the one
+-- before it (a self-contained task: its spawns run in place while no worker is idle).
+support.DOWN = [[
+task long down(int n) {
+  local future f;
+  if (n == 0) return 0;
+  f = spawn(down, n - 1);
+  await(f);
+  return value(f) + 1;
+}
+]]
+
 --- hold(flag) waits for *flag and returns it, for at most about a second (so that a runtime
 -- that faulted, or a spec that forgot the flag, can still stop).
 support.HOLD = [[
@@ -121,6 +133,10 @@ function support.each_backend(fn)
   local ok, reason = support.cuda_available()
   if not ok then env.pending("cuda #gpu: skipped, no GPU: " .. reason) end
 end
+
+--- The factor by which a spec's "at once" bounds stretch: $MW_SPEC_TIME_SCALE (1 unless set;
+-- scripts/gpu.sh sets it under compute-sanitizer, which runs the device many times slower).
+support.time_scale = tonumber(os.getenv("MW_SPEC_TIME_SCALE")) or 1
 
 --- it(name, fn) for a spec of one build ("parts", "one_unit", "tiered"), or pending with the
 -- reason when $MOONWARP_BUILD forces another (it overrides the runtime's option). Call it where

@@ -529,6 +529,23 @@ typedef struct mw_worker {
 #ifndef MW_TICK_CALLS
 #define MW_TICK_CALLS 64u      /* spawns and awaits between two looks at the clock (a power of two) */
 #endif
+/* The executor's stack (elided calls, task_api.cuh): a spawn inside an elided call is refused
+ * when the elided calls nested on the executor's thread already take mw_state.stack_bytes of
+ * stack, counted from the outermost one's spawner (mw_runtime_desc.stack_bytes, default
+ * MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes' fibers having 256 KiB). Real tasks do not
+ * nest on the stack (each level runs from the executor's loop), so that is the only depth the
+ * stack does not bound by itself. Measured from the outermost elided call, as a distance: on the
+ * GPU most of the executor and the bodies it runs are inlined into the kernel, whose one frame
+ * holds their locals at offsets of the compiler's choosing (sm_90: a body's local lay 32 bytes
+ * above the executor's), so addresses are ordered by depth only past the first real call.
+ * The cuda backend sets each thread's stack to the kernel's own local memory + stack_bytes +
+ * MW_STACK_SLACK (the frames between the executor and the outermost elided call, and the
+ * frame of the last call allowed). */
+#define MW_STACK_BYTES 16384u
+#define MW_STACK_SLACK 4096u
+#ifndef MW_SIM_STACK_BYTES /* a sim build may take less, to meet the depth a GPU allows */
+#define MW_SIM_STACK_BYTES (96u * 1024u)
+#endif
 
 enum mw_rec_state { MW_REC_FREE = 0, MW_REC_READY = 1, MW_REC_OWNED = 2, MW_REC_TAKEN = 3 };
 /* MW_RF_SPAWN: a spawn not yet run: kind, fut and args are here, frame is reserved for it (a
@@ -748,7 +765,7 @@ typedef struct mw_state {
   mw_u32 board_users[MW_BOARD];
   mw_u32 board_seats[MW_BOARD]; /* joiners still wanted, a hint (see The bulk board above) */
   mw_u32 board_seq;
-  mw_u32 pad4;
+  mw_u32 stack_bytes; /* the executor's stack budget (MW_STACK_BYTES above); set before launch */
 } mw_state;
 
 #endif /* MW_PROTOCOL_H */

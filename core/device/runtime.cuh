@@ -1408,7 +1408,7 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   if (mw_bcast(tg)) c->trace_due = 1;
   hungry = mw_bcast(hungry);
 #ifdef MW_ELIDE
-  c->hungry_seen = hungry != 0;
+  c->hungry_seen = hungry > (mw_u32)(MW_ELIDE_HUNGRY);
   /* a long elided call counts its calls as it goes, as an idle warp would */
   if (c->elide && c->lane == 0 && ws->dirty) mw_flush_counts(c);
   __syncwarp();
@@ -1681,10 +1681,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
     mw_fail(c, MW_FAIL_BULK_AWAIT, "a bulk instance cannot await");
     return false;
   }
-  if (n == 1 && MW_FUT_IS_INLINE(fs[0].h)) { /* it ran at its spawn and carries its result */
-    if (c->lane == 0) MW_LV(c)->bad = 0;
-    return false;
-  }
+  /* an await whose futures all carry their results never comes here (MW_AWAIT_, mw_await_done) */
   if (n == 1 && c->ran == fs[0].h && c->ran) { /* it ran at its spawn (mw_spawn_now) */
     c->ran = 0;
     return false;
@@ -3230,6 +3227,12 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_ev = 0;
   c.trace_head = 0;
 #ifdef MW_ELIDE
+  c.sp0 = 0; /* set by the outermost elided call (mw_elide_enter) */
+#ifdef MW_SIM
+  c.stack_lim = MW_SIM_STACK_BYTES;
+#else
+  c.stack_lim = st->stack_bytes;
+#endif
   c.elide = 0;
   c.hungry_seen = 1; /* no elided call before the periodic work has seen no warp hungry */
 #endif

@@ -9,6 +9,11 @@
 #define MW_TASK_API_CUH
 
 #define MW_FULL 0xffffffffu
+/* Elided calls are the default (MW_ELIDE below, level 3); -DMW_NO_ELIDE builds the executor
+ * without them, to compare (MOONWARP_DEVICE_DEFINE=MW_NO_ELIDE, bench/NOTES.md). */
+#if !defined(MW_ELIDE) && !defined(MW_NO_ELIDE)
+#define MW_ELIDE 3u
+#endif
 
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
@@ -124,8 +129,10 @@ struct mw_ctx {
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
 #ifdef MW_ELIDE
+  mw_u64 sp0;         /* the stack address where the outermost elided call was made (mw_stack_here) */
+  mw_u32 stack_lim;   /* bytes of stack from sp0 past which no call is elided (protocol.h) */
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
-  mw_u32 hungry_seen; /* mw_state.hungry as the last periodic work saw it (1 at the start) */
+  mw_u32 hungry_seen; /* more than MW_ELIDE_HUNGRY workers idle, as the last periodic work saw (1 at the start) */
 #endif
 };
 
@@ -508,24 +515,49 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   return f;
 }
 #ifdef MW_ELIDE
-/* Elided calls (a variant, MW_ELIDE; bench/NOTES.md, "Next for fib"). A spawn of a
- * self-contained task (nvrtc/generate.c: it spawns only self-contained tasks, and takes, returns
- * and names no future of elsewhere) calls the body at once, as a plain C call in the spawner's
- * level, when no warp is hungry: then every spawn inside that call is elided too, so none of its
- * awaits can find a future pending, and the call returns with its result in the handle as a
- * direct call's does. No record, slot, level or trampoline; no parallelism below it either (no
- * heartbeat, no promotion yet: this variant measures what an elided call costs). Past
- * MW_ELIDE_DEPTH nested calls (the C stack) a spawn fails with a capacity error instead. */
-#ifndef MW_ELIDE_DEPTH
-#define MW_ELIDE_DEPTH 160u /* the cuda backend sets a 64 KB stack for this variant */
+/* Elided calls (the default; MW_NO_ELIDE builds without them; bench/NOTES.md, "Next for fib").
+ * A spawn of a self-contained task (nvrtc/generate.c: it spawns only self-contained tasks, and
+ * takes, returns and names no future of elsewhere) calls the body at once, as a plain C call in
+ * the spawner's level, when no warp is hungry: then every spawn inside that call is elided too,
+ * so none of its awaits can find a future pending, and the call returns with its result in the
+ * handle as a direct call's does. No record, slot, level or trampoline; no parallelism below it
+ * either (no heartbeat, no promotion yet). The calls nest on the thread's stack: inside an
+ * elided call, a spawn made with stack_bytes of it already used (protocol.h, MW_STACK_BYTES: the
+ * cuda backend sizes the stack for it) fails with a capacity error instead. */
+/* This thread's stack address here (a nested call's is further from its caller's, on either
+ * side). GPU: one local byte whose address is taken. sim: the frame's address,
+ * which is the thread's real stack even where ASan keeps locals in fake frames on the heap
+ * (detect_stack_use_after_return). */
+__device__ __forceinline__ mw_u64 mw_stack_here() {
+#ifdef MW_SIM
+  return (mw_u64)(size_t)__builtin_frame_address(0);
+#else
+  unsigned char here; /* only its address is used */
+  asm volatile("" : : "l"(&here));
+  return (mw_u64)(size_t)&here;
 #endif
+}
+/* The bytes of stack the elided calls nested now take: the distance from c->sp0, whichever way
+ * the stack grows. */
+__device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) {
+  const mw_u64 here = mw_stack_here();
+  return here < c->sp0 ? c->sp0 - here : here - c->sp0;
+}
 /* MW_ELIDE=N (N >= 1; a bare -DMW_ELIDE is 1): a real task elides its spawns only at level
  * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
  * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
  * N-th generation's subtrees, the rest of it being there to steal. */
+/* A spawn is elided only while at most MW_ELIDE_HUNGRY workers are idle, as the warp's last
+ * periodic work saw them (a variant: 0, none idle, is the default; more elides through the
+ * start and the tail of a tree, when some warps wait for work that the real levels above each
+ * elided subtree still offer them). */
+#ifndef MW_ELIDE_HUNGRY
+#define MW_ELIDE_HUNGRY 0u
+#endif
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
-/* 0: spawn as usual; 1: call the body here; 2: inside an elided call that cannot go deeper (or
- * whose task is to stop): the spawn fails (mw_elide_refuse). Collective: lane 0's view. */
+/* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
+ * another (or whose task is to stop): the spawn fails (mw_elide_refuse). Collective: every lane
+ * decides alike (the lanes' stacks are alike; lane 0's view elsewhere). */
 __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 args_bytes, int line) {
 #ifdef MW_SIM
   if (!c->elide && MW_CONVERGE(mw_kind_file(c->kind), line, mw_spawn_key(kind, args, args_bytes))) return 0;
@@ -534,7 +566,7 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
 #endif
   if (c->elide) { /* counted as a spawn: the periodic work sees a cancellation, a stop, the hunger */
     if ((++c->calls & (MW_TICK_CALLS - 1u)) == 0u) mw_elide_tick(c);
-    return c->elide < MW_ELIDE_DEPTH && !c->cancelled ? 1 : 2;
+    return mw_stack_used(c) < (mw_u64)c->stack_lim && !c->cancelled ? 1 : 2;
   }
   const mw_wstate *ws = c->ws;
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
@@ -552,7 +584,7 @@ __device__ __forceinline__ future mw_elide_refuse(mw_ctx *c, mw_u32 kind) {
   if (c->cancelled) return f;
   c->status = MW_RUN_FAIL;
   c->fail_code = MW_FAIL_CAPACITY;
-  c->fail_msg = "elided calls nested deeper than MW_ELIDE_DEPTH";
+  c->fail_msg = "spawns nested too deep for the executor's stack (the runtime option stack_bytes)";
   c->fail_fut = 0;
   return mw_now_end(c, kind, 0u);
 }
@@ -578,6 +610,7 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
+  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost spawner's frame */
   c->resume = 0;
   c->elide++;
   return r;

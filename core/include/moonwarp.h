@@ -121,6 +121,12 @@ typedef struct mw_runtime_desc {
    * does, then builds the one-unit image in a thread and swaps it in when it is ready. NULL:
    * "one_unit" on cuda, "parts" on sim. $MOONWARP_BUILD overrides it. */
   const char *build;
+  /* bytes of stack each executor thread may use for task bodies that call one another in place
+   * (a spawn of a self-contained task runs as a plain call when no worker is idle); a spawn
+   * nested deeper fails with a capacity error. 0 = 16384; 4096 .. 524288. cuda reserves this
+   * much (plus the executor's own) for every thread the GPU can hold; sim uses 96 KiB whatever
+   * it says. */
+  uint32_t stack_bytes;
 } mw_runtime_desc;
 
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out);

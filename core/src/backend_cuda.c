@@ -33,7 +33,8 @@ typedef struct cuda_be {
   mw_CUfunction fn;
   int blocks;  /* of the loaded executor per SM, as its occupancy allows (at most MAX_BLOCKS_PER_SM) */
   int fresh;   /* loaded since the last launch: the launch fits the workers to it */
-  int deep;    /* the stack is set for an executor whose task bodies call one another */
+  uint32_t stack_bytes; /* mw__backend_args.stack_bytes */
+  size_t stack_set;     /* the stack size a launch set last (0: none yet) */
   int sm, nsm;
   int faulted;
   int running; /* launched, and not yet seen to exit */
@@ -79,6 +80,7 @@ static int cuda_open(const mw__backend_args *a, mw__backend **out, mw__backend_i
   be->err = a->err;
   be->errlen = a->errlen;
   be->workers = a->workers;
+  be->stack_bytes = a->stack_bytes;
   *out = (mw__backend *)be;
   int count = 0;
   mw__cu.cuDeviceGetCount(&count);
@@ -293,12 +295,15 @@ static int cuda_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
   if (!be->fn) return MW_EINVAL;
   if (be->fresh && (rc = fit_workers(be, state_dev, nworkers))) return rc;
   release_retired(be); /* nothing runs now */
-  /* the elided calls' variant (MW_ELIDE, bench/NOTES.md): task bodies call one another, a
-   * depth ptxas cannot size; MW_ELIDE_DEPTH levels of ~250 bytes on top of the kernel's own */
-  const char *dd = getenv("MOONWARP_DEVICE_DEFINE");
-  if (!be->deep && dd && !strncmp(dd, "MW_ELIDE", 8)) {
-    CU(mw__cu.cuCtxSetLimit(0, 64 * 1024), "cuCtxSetLimit");
-    be->deep = 1;
+  /* task bodies call one another in place (elided calls, task_api.cuh), a depth ptxas cannot
+   * size: each thread's stack is the kernel's own local memory and the executor's budget
+   * (protocol.h, MW_STACK_BYTES); set again only when it changes */
+  int local = 0;
+  CU(mw__cu.cuFuncGetAttribute(&local, MW_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, be->fn), "cuFuncGetAttribute");
+  size_t stack = (size_t)local + be->stack_bytes + MW_STACK_SLACK;
+  if (stack != be->stack_set) {
+    CU(mw__cu.cuCtxSetLimit(0, stack), "cuCtxSetLimit");
+    be->stack_set = stack;
   }
   unsigned grid = (*nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
   uint64_t st = state_dev;

@@ -28,6 +28,7 @@ static const mw__dl_sym symbols[] = {
     SYM(cuModuleLoadData, "cuModuleLoadData"),
     SYM(cuModuleUnload, "cuModuleUnload"),
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),
+    SYM(cuFuncGetAttribute, "cuFuncGetAttribute"),
     SYM(cuLaunchKernel, "cuLaunchKernel"),
     SYM(cuStreamCreate, "cuStreamCreate"),
     SYM(cuStreamQuery, "cuStreamQuery"),

@@ -139,7 +139,8 @@ static int serve_one(server *sv, const mw__req *q, const void *data, int passed,
   int rc = 0;
   switch (q->op) {
     case MW_OP_OPEN: {
-      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b, .err = sv->err,
+      mw__backend_args args = {.device = (int)q->a, .workers = (uint32_t)q->b,
+                               .stack_bytes = (uint32_t)q->c, .err = sv->err,
                                .errlen = sizeof sv->err};
       mw__backend_info info = {0, 0, 0};
       rc = o->open(&args, &sv->be, &info);
@@ -524,7 +525,7 @@ static int proxy_open(const mw__backend_args *a, mw__backend **out, mw__backend_
   px->fd = -1;
   *out = (mw__backend *)px;
   if ((rc = start_child(px))) return rc;
-  mw__req q = {MW_OP_OPEN, 0, (uint64_t)a->device, a->workers, 0, 0};
+  mw__req q = {MW_OP_OPEN, 0, (uint64_t)a->device, a->workers, 0, a->stack_bytes};
   mw__rep r;
   if ((rc = call(px, "opening the device", q, NULL, -1, &r, NULL, 0))) return rc;
   info->max_workers = (uint32_t)r.a;

@@ -19,6 +19,7 @@ typedef struct mw__backend mw__backend;
 typedef struct mw__backend_args {
   int device;       /* mw_runtime_desc.device */
   uint32_t workers; /* mw_runtime_desc.workers: 0 for the backend's default */
+  uint32_t stack_bytes; /* mw_runtime_desc.stack_bytes, defaulted (cuda: the launch sizes the stack) */
   char *err;        /* where every op puts its error message (errlen bytes), until close */
   size_t errlen;
   /* sim: the task of kind (its name, file, line), 1 if found; called by executor threads */
@@ -129,6 +130,7 @@ struct mw_runtime {
   mw_runtime_desc desc;
   uint32_t nframes, nslots, host_slots, frame_bytes;
   double relaunch_timeout; /* seconds a program load waits for a stop (mw_runtime_desc) */
+  uint32_t stack_bytes;    /* mw_runtime_desc.stack_bytes, defaulted (protocol.h, MW_STACK_BYTES) */
   uint32_t max_workers, nworkers;
   int arch; /* what the images are compiled for (mw__backend_info.arch) */
   /* pinned */

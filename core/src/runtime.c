@@ -335,6 +335,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   memset(st, 0, sizeof *st);
   st->nframes = rt->nframes;
   st->frame_bytes = rt->frame_bytes;
+  st->stack_bytes = rt->stack_bytes;
   st->nslots = rt->nslots;
   st->host_slots = rt->host_slots;
   st->nworkers = rt->nworkers;
@@ -416,6 +417,10 @@ static int check_desc(const mw_runtime_desc *d) {
     mw__set_error("option 'relaunch_timeout' must be a number of seconds >= 0");
     return MW_EINVAL;
   }
+  if (d->stack_bytes && (d->stack_bytes < 4096 || d->stack_bytes > 524288)) {
+    mw__set_error("option 'stack_bytes' must be in 4096..524288, got %u", d->stack_bytes);
+    return MW_EINVAL;
+  }
   if (d->frame_bytes && (d->frame_bytes < 128 || d->frame_bytes > 65536 || d->frame_bytes % 16)) {
     mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u",
                   d->frame_bytes);
@@ -462,7 +467,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     free(rt);
     return rc;
   }
-  mw__backend_args args = {.device = d.device, .workers = d.workers, .err = rt->err,
+  mw__backend_args args = {.device = d.device, .workers = d.workers,
+                           .stack_bytes = d.stack_bytes ? d.stack_bytes : MW_STACK_BYTES, .err = rt->err,
                            .errlen = sizeof rt->err, .find_task = find_task,
                            .user_places = user_places, .ctx = rt};
   mw__backend_info info = {0};
@@ -500,6 +506,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   rt->nnodes = (rt->nframes < (1u << 28) ? 2 * rt->nframes : rt->nframes) + 64;
   rt->frame_bytes = d.frame_bytes ? d.frame_bytes : DEFAULT_FRAME_BYTES;
   rt->relaunch_timeout = d.relaunch_timeout > 0 ? d.relaunch_timeout : 10.0;
+  rt->stack_bytes = d.stack_bytes ? d.stack_bytes : MW_STACK_BYTES;
   rt->one_unit = build ? !strcmp(build, "one_unit") : !ops->host_code;
   rt->tiered = build && !strcmp(build, "tiered");
   if (d.workers && d.workers < rt->max_workers) rt->nworkers = d.workers;

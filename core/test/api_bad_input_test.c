@@ -165,6 +165,10 @@ int main(void) {
   EXPECT(mw_runtime_create(&d, &rt2), MW_EINVAL);
   expect_true("a bad build is said", strstr(mw_last_error(), "option 'build'") != NULL);
   d.build = NULL;
+  d.stack_bytes = 1024; /* below 4096 */
+  EXPECT(mw_runtime_create(&d, &rt2), MW_EINVAL);
+  expect_true("a bad stack_bytes is said", strstr(mw_last_error(), "option 'stack_bytes'") != NULL);
+  d.stack_bytes = 0;
   EXPECT(mw_program_release(NULL), MW_EINVAL);
   EXPECT(mw_runtime_stats(rt, NULL), MW_EINVAL);
   EXPECT(mw_runtime_kind_stats(rt, 0, NULL), MW_EINVAL);

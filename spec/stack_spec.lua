@@ -1,0 +1,68 @@
+-- stack_spec.lua - the executor's stack: a spawn of a self-contained task runs as a plain call
+-- when no worker is idle (elided calls), so such calls nest on the thread's stack; past the
+-- runtime's stack_bytes a spawn fails with a capacity error naming the option, the task's
+-- spawner sees it, and the runtime goes on. One worker, so that no worker is ever idle.
+local mw = require "moonwarp"
+local support = require "spec.support"
+
+local DEEP = support.DOWN
+
+describe("the runtime option stack_bytes", function()
+  it("is refused outside 4096..524288, naming the option", function()
+    for _, bad in ipairs { 100, 4095, 524289, -1, 1.5 } do
+      local err = support.error_of(mw.runtime, { backend = "sim", stack_bytes = bad })
+      assert.truthy(err and err:find("stack_bytes", 1, true), tostring(err))
+    end
+    local err = support.error_of(mw.runtime, { backend = "sim", stack_bytes = "big" })
+    assert.truthy(err and err:find("option 'stack_bytes' must be a number", 1, true), tostring(err))
+  end)
+end)
+
+support.each_backend(function(backend)
+  describe("spawns nested in place", function()
+    it("run deep enough for ordinary recursion, and fail past the stack with its option named", function()
+      local rt = support.runtime(backend, { workers = 1 })
+      local p = support.compile(rt, DEEP, "deep.cu")
+      assert.equals(30LL, p.down(30):await(30))
+      -- far past any stack: the deepest spawn fails, and so does every level above it
+      local err = support.error_of(function() return p.down(100000):await(60) end)
+      assert.truthy(err and err:find("spawns nested too deep for the executor's stack", 1, true), tostring(err))
+      assert.truthy(err:find("stack_bytes", 1, true), err)
+      assert.truthy(err:find("down", 1, true), err)
+      -- the runtime goes on, and the counts add up: every level spawned ended
+      assert.equals(12LL, p.down(12):await(30))
+      support.wait_for("the counters to settle", function()
+        local st = rt:stats()
+        return st.spawned == st.completed + st.failed + st.cancelled
+      end)
+      local st = rt:stats()
+      assert.is_true(st.failed >= 2, "the deepest spawn and the levels above it fail: " .. st.failed)
+      rt:close()
+    end)
+  end)
+end)
+
+-- The budget is the option's on cuda (sim's lanes use 96 KiB whatever it says): a depth that a
+-- 4 KiB stack cannot take, a 64 KiB one can.
+describe("cuda #gpu", function()
+  local ok, reason = support.cuda_available()
+  if not ok then
+    pending("stack_bytes on cuda: skipped, no GPU: " .. reason)
+    return
+  end
+  it("stack_bytes sets how deep spawns nest in place", function()
+    local small = support.runtime("cuda", { workers = 1, stack_bytes = 4096 })
+    local p = support.compile(small, DEEP, "deep.cu")
+    -- a spawn is elided only once the worker's periodic work (every 64 spawns) has seen no
+    -- worker idle: some hundreds of spawns first, whether they pass or meet the bound
+    pcall(function() return p.down(200):await(60) end)
+    local err = support.error_of(function() return p.down(100):await(60) end)
+    assert.truthy(err and err:find("spawns nested too deep", 1, true), tostring(err))
+    small:close()
+    local big = support.runtime("cuda", { workers = 1, stack_bytes = 65536 })
+    p = support.compile(big, DEEP, "deep.cu")
+    assert.equals(200LL, p.down(200):await(60))
+    assert.equals(100LL, p.down(100):await(60))
+    big:close()
+  end)
+end)
