@@ -131,22 +131,12 @@ do
   m:close()
 end
 
--- dynamic fan-out
+-- dynamic fan-out (bench/fanout.lua)
 do
-  math.randomseed(11)
-  local groups = 48
-  local counts, items, want = {}, {}, 0
-  for g = 1, groups do
-    counts[g] = math.random(0, 2) == 0 and 0 or math.random(1, 512)
-    for _ = 1, counts[g] do items[#items + 1] = math.random(-100, 100); want = want + items[#items] end
-  end
-  local cb, ib = rt:buffer("int32", groups), rt:buffer("int32", #items)
-  cb:write(counts)
-  ib:write(items)
-  local t = median(timeit(small and 3 or 50, function() assert(prog.route(cb, ib, groups):await() == want) end))
+  local run, close, groups = dofile(here .. "/fanout.lua").setup(rt, prog)
+  local t = median(timeit(small and 3 or 50, run))
   row("dynamic fan-out", ("%d groups"):format(groups), "us", t * 1e6, "lower")
-  cb:close()
-  ib:close()
+  close()
 end
 
 -- buffers: 256 MB (64 MB on sim) written from and read back into an FFI array, no Lua tables

@@ -20,6 +20,8 @@
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
 #              the bytes a level of spawns run in place, the depth they reach, a refusal's after
+#   fanout     bench/fanout.lua per variant of $FANOUT_VARIANTS (default "- MW_NO_ELIDE"): the
+#              fan-out alone and one traced run of it split into its tasks' runs and waits
 #   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
@@ -36,7 +38,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -241,6 +243,10 @@ if want core; then
   # default), in one call: a change of the hot path against the old way it keeps as a variant
   step "core figures per variant"
   per_variant "${CORE_VARIANTS:--}" core.txt timeout 100 luajit bench/core.lua cuda
+fi
+if want fanout; then
+  step "the fan-out alone, traced, per variant"
+  per_variant "${FANOUT_VARIANTS:-- MW_NO_ELIDE}" fanout.txt timeout 60 luajit bench/fanout.lua cuda
 fi
 if want stack; then
   step "stack of the spawns run in place, per stack_bytes"

@@ -1,0 +1,80 @@
+-- fanout.lua - the dynamic fan-out workload (bench/tasks.lua `route`: one `expert` task per
+-- non-empty group of 48, sized by data read on the device), its data shared with bench/suite.lua,
+-- and alone: its time, and one traced run split into route's runs, the waits between them and
+-- the experts' starts, from the device timer, to show where a fan-out's time goes.
+--   luajit bench/fanout.lua [backend] [runs]     (defaults: auto, 50)
+local M = {}
+
+-- the fan-out's buffers on runtime rt and prog (bench/tasks.lua compiled): returns run() (one
+-- fan-out, checked against the sum on the host) and close()
+function M.setup(rt, prog)
+  math.randomseed(11)
+  local groups = 48
+  local counts, items, want = {}, {}, 0
+  for g = 1, groups do
+    counts[g] = math.random(0, 2) == 0 and 0 or math.random(1, 512)
+    for _ = 1, counts[g] do items[#items + 1] = math.random(-100, 100); want = want + items[#items] end
+  end
+  local cb, ib = rt:buffer("int32", groups), rt:buffer("int32", #items)
+  cb:write(counts)
+  ib:write(items)
+  local function run() assert(prog.route(cb, ib, groups):await() == want) end
+  local function close() cb:close(); ib:close() end
+  return run, close, groups
+end
+
+if not (arg and arg[0] and arg[0]:match("fanout%.lua$")) then return M end
+
+local mw = require "moonwarp"
+local backend, runs = arg[1], tonumber(arg[2] or 50)
+local rt = assert(mw.runtime { backend = backend, frame_bytes = 512 })
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
+local run, close, groups = M.setup(rt, prog)
+for _ = 1, 10 do run() end
+local t = {}
+for i = 1, runs do
+  local t0 = mw.now()
+  run()
+  t[i] = (mw.now() - t0) * 1e6
+end
+table.sort(t)
+print(("fan-out on %s (%d workers), %d groups: p50 %.1f us, p10 %.1f, p90 %.1f over %d runs%s"):format(rt.backend,
+  rt:stats().workers, groups, t[math.ceil(runs / 2)], t[math.max(1, math.ceil(runs / 10))],
+  t[math.ceil(runs * 9 / 10)], runs, os.getenv("MOONWARP_DEVICE_DEFINE") and
+  (" (" .. os.getenv("MOONWARP_DEVICE_DEFINE") .. ")") or ""))
+
+-- one run traced: route's runs (it suspends at an await whose expert still runs) and the experts'
+local path = os.tmpname()
+rt:trace_start()
+local t0 = mw.now()
+run()
+local wall = (mw.now() - t0) * 1e6
+local _, dropped = rt:trace_stop(path)
+close()
+rt:close()
+local ev = dofile(here .. "/trace_runs.lua")(path, function(e) return e.name == "route" or e.name == "expert" end)
+if #ev == 0 then print("trace: no runs recorded"); return end
+local start = ev[1].ts
+local route, experts, last_end = {}, {}, start
+for _, e in ipairs(ev) do
+  if e.name == "route" then route[#route + 1] = e else experts[#experts + 1] = e end
+  last_end = math.max(last_end, e.ts + e.dur)
+end
+local rsum, wsum = 0, 0
+for i, e in ipairs(route) do
+  rsum = rsum + e.dur
+  if i > 1 then wsum = wsum + (e.ts - (route[i - 1].ts + route[i - 1].dur)) end
+end
+local on_route, esum, first_s, last_s = 0, 0, math.huge, 0
+local rtid = route[1] and route[1].tid
+for _, e in ipairs(experts) do
+  esum = esum + e.dur
+  if e.tid == rtid then on_route = on_route + 1 end
+  first_s, last_s = math.min(first_s, e.ts - start), math.max(last_s, e.ts - start)
+end
+print(("one run traced: wall %.1f us (the host's spawn and await included); device span %.1f us; %d runs dropped"):format(
+  wall, last_end - start, dropped or 0))
+print(("  route: %d runs, %.1f us running, %.1f us waiting between its runs"):format(#route, rsum, wsum))
+print(("  experts: %d, %d on route's worker, %.1f us running in all; the first starts at %.1f us, the last at %.1f us"):format(
+  #experts, on_route, esum, first_s, last_s))
