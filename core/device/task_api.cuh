@@ -129,7 +129,7 @@ struct mw_ctx {
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
 #ifdef MW_ELIDE
-  mw_u64 sp0;         /* the stack address where the outermost elided call was made (mw_stack_here) */
+  mw_u64 sp0;         /* the stack address in the outermost elided call's frame (mw_stack_here) */
   mw_u32 stack_lim;   /* bytes of stack from sp0 past which no call is elided (protocol.h) */
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
   mw_u32 hungry_seen; /* more than MW_ELIDE_HUNGRY workers idle, as the last periodic work saw (1 at the start) */
@@ -610,7 +610,7 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
-  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost spawner's frame */
+  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost elided call's frame (mw_elided__T) */
   c->resume = 0;
   c->elide++;
   return r;
