@@ -359,7 +359,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
-  mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
+  mw__sb_puts(b, "  __device__ MW_BODY_ATTR _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",

@@ -14,6 +14,14 @@
 #if !defined(MW_ELIDE) && !defined(MW_NO_ELIDE)
 #define MW_ELIDE 3u
 #endif
+/* A task body's function (nvrtc/generate.c): the compiler inlines it where it likes (the
+ * dispatch, the bulk loops, the spawn-now calls); -DMW_BODY_NOINLINE, a variant, compiles each
+ * body once and calls it (bench/NOTES.md: the one-unit compile ~13 % shorter offline). */
+#ifdef MW_BODY_NOINLINE
+#define MW_BODY_ATTR __noinline__
+#else
+#define MW_BODY_ATTR
+#endif
 
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
