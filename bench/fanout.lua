@@ -2,7 +2,7 @@
 -- non-empty group of 48, sized by data read on the device), its data shared with bench/suite.lua,
 -- and alone: its time, and one traced run split into route's runs, the waits between them and
 -- the experts' starts, from the device timer, to show where a fan-out's time goes.
---   luajit bench/fanout.lua [backend] [runs]     (defaults: auto, 50)
+--   luajit bench/fanout.lua [backend] [runs] [stack_bytes]   (defaults: auto, 50, the runtime's)
 local M = {}
 
 -- the fan-out's buffers on runtime rt and prog (bench/tasks.lua compiled): returns run() (one
@@ -26,8 +26,11 @@ end
 if not (arg and arg[0] and arg[0]:match("fanout%.lua$")) then return M end
 
 local mw = require "moonwarp"
-local backend, runs = arg[1], tonumber(arg[2] or 50)
-local rt = assert(mw.runtime { backend = backend, frame_bytes = 512 })
+local backend, runs, stack_bytes = arg[1], tonumber(arg[2] or 50), tonumber(arg[3] or 0)
+assert(runs and runs >= 1 and runs % 1 == 0 and stack_bytes and stack_bytes % 1 == 0,
+  "usage: luajit bench/fanout.lua [backend] [runs] [stack_bytes]")
+local rt = assert(mw.runtime { backend = backend, frame_bytes = 512,
+  stack_bytes = stack_bytes > 0 and stack_bytes or nil })
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
 local run, close, groups = M.setup(rt, prog)
@@ -39,8 +42,8 @@ for i = 1, runs do
   t[i] = (mw.now() - t0) * 1e6
 end
 table.sort(t)
-print(("fan-out on %s (%d workers), %d groups: p50 %.1f us, p10 %.1f, p90 %.1f over %d runs%s"):format(rt.backend,
-  rt:stats().workers, groups, t[math.ceil(runs / 2)], t[math.max(1, math.ceil(runs / 10))],
+print(("fan-out on %s (%d workers, stack_bytes %s), %d groups: p50 %.1f us, p10 %.1f, p90 %.1f over %d runs%s"):format(rt.backend,
+  rt:stats().workers, stack_bytes > 0 and tostring(stack_bytes) or "default", groups, t[math.ceil(runs / 2)], t[math.max(1, math.ceil(runs / 10))],
   t[math.ceil(runs * 9 / 10)], runs, os.getenv("MOONWARP_DEVICE_DEFINE") and
   (" (" .. os.getenv("MOONWARP_DEVICE_DEFINE") .. ")") or ""))
 

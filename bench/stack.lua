@@ -9,6 +9,7 @@ local mw = require "moonwarp"
 local support = require "spec.support"
 
 local backend, stack_bytes = arg[1] or "sim", tonumber(arg[2])
+assert(arg[2] == nil or (stack_bytes and stack_bytes % 1 == 0), "usage: luajit bench/stack.lua [backend [stack_bytes]]")
 local rt = assert(mw.runtime { backend = backend, workers = 1, stack_bytes = stack_bytes })
 -- each task returns, at its deepest level, the stack the elided calls above it take
 local p = assert(rt:compile([[
