@@ -301,27 +301,39 @@ static unsigned char *self_contained(const mw__parsed *p) {
   return ok;
 }
 
-/* In the spawn function of a self-contained task t (local: its index in the program), compiled
- * with MW_ELIDE only: the body called right there when mw_elide_ok says so (task_api.cuh), its
- * frame a local, its result in the future's handle. */
+/* The elided call of a self-contained task t (local: its index in the program), compiled with
+ * MW_ELIDE only: the body called with its frame a local, its result in the future's handle. One
+ * function of its own per task, never inlined: every spawn site of t, and every copy of a
+ * spawner's body that the executor inlines (its chain, its bulk instances), calls this one copy
+ * of t's body rather than carrying one (the executor's code and its compile grew by half with
+ * them inlined: bench/NOTES.md, v49). */
+static void put_elided_fn(mw__sb *b, const mw__task *t, unsigned local) {
+  mw__sb_printf(b,
+                "#ifdef MW_ELIDE\n__device__ __noinline__ future mw_elided__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, mw_args_%s _mw_ea) {\n"
+                "  mw_frame_%s _mw_f = mw_frame_%s();\n"
+                "  static_cast<mw_args_%s &>(_mw_f) = _mw_ea;\n"
+                "  const mw_u32 _mw_r = mw_elide_enter(_mw_c);\n",
+                t->name, t->name, t->name, t->name, t->name);
+  if (t->ret == MW_T_VOID)
+    mw__sb_printf(b, "  _mw_f._mw_body(_mw_c, _mw_kb);\n  mw_elide_leave(_mw_c, _mw_r);\n"
+                     "  return mw_elide_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n", local);
+  else
+    mw__sb_printf(b, "  const mw_u64 _mw_v = mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb));\n"
+                     "  mw_elide_leave(_mw_c, _mw_r);\n"
+                     "  return mw_elide_done(_mw_c, _mw_kb + %uu, %s, _mw_v);\n", local, rtype_name(t->ret));
+  mw__sb_puts(b, "}\n#endif\n");
+}
+
+/* In the spawn function of a self-contained task t, compiled with MW_ELIDE only: its elided call
+ * (put_elided_fn) when mw_elide_ok says so (task_api.cuh). */
 static void put_elided_call(mw__sb *b, const mw__task *t, unsigned local) {
   mw__sb_printf(b, "#ifdef MW_ELIDE\n  {\n    mw_args_%s _mw_ea = mw_args_%s();\n", t->name, t->name);
   for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "    _mw_ea.%s = _mw_p%d;\n", t->params[k].name, k);
   mw__sb_printf(b,
-                "    if (const int _mw_e = mw_elide_ok(_mw_c, _mw_kb + %uu, &_mw_ea, (mw_u32)sizeof(_mw_ea), _mw_line)) {\n"
-                "      if (_mw_e == 2) return mw_elide_refuse(_mw_c, _mw_kb + %uu);\n"
-                "      mw_frame_%s _mw_f = mw_frame_%s();\n"
-                "      static_cast<mw_args_%s &>(_mw_f) = _mw_ea;\n"
-                "      const mw_u32 _mw_r = mw_elide_enter(_mw_c);\n",
-                local, local, t->name, t->name, t->name);
-  if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "      _mw_f._mw_body(_mw_c, _mw_kb);\n      mw_elide_leave(_mw_c, _mw_r);\n"
-                     "      return mw_elide_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n", local);
-  else
-    mw__sb_printf(b, "      const mw_u64 _mw_v = mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb));\n"
-                     "      mw_elide_leave(_mw_c, _mw_r);\n"
-                     "      return mw_elide_done(_mw_c, _mw_kb + %uu, %s, _mw_v);\n", local, rtype_name(t->ret));
-  mw__sb_puts(b, "    }\n  }\n#endif\n");
+                "    if (const int _mw_e = mw_elide_ok(_mw_c, _mw_kb + %uu, &_mw_ea, (mw_u32)sizeof(_mw_ea), _mw_line))\n"
+                "      return _mw_e == 2 ? mw_elide_refuse(_mw_c, _mw_kb + %uu) : mw_elided__%s(_mw_c, _mw_kb, _mw_ea);\n"
+                "  }\n#endif\n",
+                local, local, t->name);
 }
 
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
@@ -347,13 +359,14 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
-  mw__sb_puts(b, "  __device__ _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
+  mw__sb_puts(b, "  __device__ MW_BODY_ATTR _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",
                 t->name, t->name);
   /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
    * their own are reserved ones: the program's defines are in force here) */
+  if (at->self && at->self[local]) put_elided_fn(b, t, local);
   static const char *const form_names[] = {"", "_bulk", "_now", "_now_bulk"};
   for (int form = 0; form < 4; ++form) { /* spawn, spawn_bulk, and their spawn-now (awaited next) */
     int bulk = form == 1 || form == 3;

@@ -531,13 +531,15 @@ typedef struct mw_worker {
 #endif
 /* The executor's stack (elided calls, task_api.cuh): a spawn inside an elided call is refused
  * when the elided calls nested on the executor's thread already take mw_state.stack_bytes of
- * stack, counted from the outermost one's spawner (mw_runtime_desc.stack_bytes, default
+ * stack, counted from the outermost one's own frame (mw_runtime_desc.stack_bytes, default
  * MW_STACK_BYTES; sim: MW_SIM_STACK_BYTES, its lanes' fibers having 256 KiB). Real tasks do not
  * nest on the stack (each level runs from the executor's loop), so that is the only depth the
  * stack does not bound by itself. Measured from the outermost elided call, as a distance: on the
  * GPU most of the executor and the bodies it runs are inlined into the kernel, whose one frame
  * holds their locals at offsets of the compiler's choosing (sm_90: a body's local lay 32 bytes
- * above the executor's), so addresses are ordered by depth only past the first real call.
+ * above the executor's), so addresses are ordered by depth only past the first real call: the
+ * reference is taken inside the outermost elided call, a function never inlined (generate.c,
+ * mw_elided__T), so it is a real call's frame and every deeper one lies below it.
  * The cuda backend sets each thread's stack to the kernel's own local memory + stack_bytes +
  * MW_STACK_SLACK (the frames between the executor and the outermost elided call, and the
  * frame of the last call allowed). */

@@ -1408,7 +1408,7 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   if (mw_bcast(tg)) c->trace_due = 1;
   hungry = mw_bcast(hungry);
 #ifdef MW_ELIDE
-  c->hungry_seen = hungry > (mw_u32)(MW_ELIDE_HUNGRY);
+  c->hungry_seen = hungry > c->hungry_max;
   /* a long elided call counts its calls as it goes, as an idle warp would */
   if (c->elide && c->lane == 0 && ws->dirty) mw_flush_counts(c);
   __syncwarp();
@@ -3234,7 +3234,8 @@ __device__ void mw_executor(mw_state *st) {
   c.stack_lim = st->stack_bytes;
 #endif
   c.elide = 0;
-  c.hungry_seen = 1; /* no elided call before the periodic work has seen no warp hungry */
+  c.hungry_seen = 1; /* no elided call before the periodic work has seen few warps hungry */
+  c.hungry_max = MW_ELIDE_HUNGRY_OF(st->nworkers);
 #endif
 #ifndef MW_SIM
   { /* a fresh launch: the CTA's shared state starts empty */

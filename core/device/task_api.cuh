@@ -14,6 +14,14 @@
 #if !defined(MW_ELIDE) && !defined(MW_NO_ELIDE)
 #define MW_ELIDE 3u
 #endif
+/* A task body's function (nvrtc/generate.c): the compiler inlines it where it likes (the
+ * dispatch, the bulk loops, the spawn-now calls); -DMW_BODY_NOINLINE, a variant, compiles each
+ * body once and calls it (bench/NOTES.md: the one-unit compile ~13 % shorter offline). */
+#ifdef MW_BODY_NOINLINE
+#define MW_BODY_ATTR __noinline__
+#else
+#define MW_BODY_ATTR
+#endif
 
 #ifdef MW_SIM
 #define MW_GLOBALTIMER() __mw_globaltimer()
@@ -129,10 +137,11 @@ struct mw_ctx {
   mw_trace_ev *trace_ev; /* its events; NULL while it records nothing */
   mw_trace_ev trace_run;
 #ifdef MW_ELIDE
-  mw_u64 sp0;         /* the stack address where the outermost elided call was made (mw_stack_here) */
+  mw_u64 sp0;         /* the stack address in the outermost elided call's frame (mw_stack_here) */
   mw_u32 stack_lim;   /* bytes of stack from sp0 past which no call is elided (protocol.h) */
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
-  mw_u32 hungry_seen; /* more than MW_ELIDE_HUNGRY workers idle, as the last periodic work saw (1 at the start) */
+  mw_u32 hungry_seen; /* more than hungry_max workers idle, as the last periodic work saw (1 at the start) */
+  mw_u32 hungry_max;  /* MW_ELIDE_HUNGRY_OF(the workers) */
 #endif
 };
 
@@ -547,12 +556,16 @@ __device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) {
  * N - 1 or deeper of its warp's inline chain, so the N - 1 levels above an elided subtree are
  * real tasks whose unclaimed siblings other warps can take: a stolen task is cut into its
  * N-th generation's subtrees, the rest of it being there to steal. */
-/* A spawn is elided only while at most MW_ELIDE_HUNGRY workers are idle, as the warp's last
- * periodic work saw them (a variant: 0, none idle, is the default; more elides through the
- * start and the tail of a tree, when some warps wait for work that the real levels above each
- * elided subtree still offer them). */
-#ifndef MW_ELIDE_HUNGRY
-#define MW_ELIDE_HUNGRY 0u
+/* A spawn is elided only while at most MW_ELIDE_HUNGRY_OF(n) of the n workers are idle, as the
+ * warp's last periodic work saw them: n / 16 by default (33 of 528; none of sim's 4), so that the
+ * start and the tail of a tree, when a few warps wait for work that the real levels above each
+ * elided subtree still offer them, elide too (bench/NOTES.md, v49: fib 128 -> 150 M tasks/s on
+ * 528 workers with 32). -DMW_ELIDE_HUNGRY=K sets K whatever the workers (0: elide only while
+ * none is idle). */
+#ifdef MW_ELIDE_HUNGRY
+#define MW_ELIDE_HUNGRY_OF(n) ((mw_u32)(MW_ELIDE_HUNGRY))
+#else
+#define MW_ELIDE_HUNGRY_OF(n) ((mw_u32)(n) >> 4)
 #endif
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
 /* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
@@ -610,7 +623,7 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
-  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost spawner's frame */
+  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost elided call's frame (mw_elided__T) */
   c->resume = 0;
   c->elide++;
   return r;
