@@ -1,7 +1,8 @@
 -- fanout.lua - the dynamic fan-out workload (bench/tasks.lua `route`: one `expert` task per
 -- non-empty group of 48, sized by data read on the device), its data shared with bench/suite.lua,
--- and alone: its time, and one traced run split into route's runs, the waits between them and
--- the experts' starts, from the device timer, to show where a fan-out's time goes.
+-- and alone: its time; route's spawn loop and await loop timed from inside the task (route_split,
+-- the same body with the device timer read at three points); and one traced run split into
+-- route's runs, the waits between them and the experts' starts, to show where a fan-out's time goes.
 --   luajit bench/fanout.lua [backend] [runs] [stack_bytes]   (defaults: auto, 50, the runtime's)
 local M = {}
 
@@ -18,10 +19,39 @@ function M.setup(rt, prog)
   local cb, ib = rt:buffer("int32", groups), rt:buffer("int32", #items)
   cb:write(counts)
   ib:write(items)
+  M.counts = counts
   local function run() assert(prog.route(cb, ib, groups):await() == want) end
   local function close() cb:close(); ib:close() end
-  return run, close, groups
+  -- route_split's run (when prog has it): the device timer's stamps in ts (uint64, 64 elements)
+  local function split(ts) assert(prog.route_split(cb, ib, groups, ts):await() == want) end
+  return run, close, groups, split
 end
+
+-- route with the device timer (ns) read when it starts, after its spawn loop and after each await
+-- (ts[2 + g]); ts[60] the number of spawns. MW_GLOBALTIMER is the executor's own clock (task_api.cuh).
+M.split_source = [[
+task long route_split(const int *counts, const int *items, int groups, uint64_t *ts) {
+  local future fs[48];
+  local int g, k, first;
+  local long total;
+  k = 0;
+  first = 0;
+  if (lane == 0) ts[0] = MW_GLOBALTIMER();
+  for (g = 0; g < groups; ++g) {
+    if (counts[g] > 0) fs[k++] = spawn(expert, items, first, counts[g]);
+    first += counts[g];
+  }
+  if (lane == 0) ts[1] = MW_GLOBALTIMER();
+  total = 0;
+  for (g = 0; g < k; ++g) {
+    await(fs[g]);
+    total += (long)value(fs[g]);
+    if (lane == 0) ts[2 + g] = MW_GLOBALTIMER();
+  }
+  if (lane == 0) ts[60] = k;
+  return total;
+}
+]]
 
 if not (arg and arg[0] and arg[0]:match("fanout%.lua$")) then return M end
 
@@ -32,8 +62,8 @@ assert(runs and runs >= 1 and runs % 1 == 0 and stack_bytes and stack_bytes % 1 
 local rt = assert(mw.runtime { backend = backend, frame_bytes = 512,
   stack_bytes = stack_bytes > 0 and stack_bytes or nil })
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
-local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
-local run, close, groups = M.setup(rt, prog)
+local prog = assert(rt:compile(dofile(here .. "/tasks.lua") .. M.split_source, "bench/tasks.lua"))
+local run, close, groups, split = M.setup(rt, prog)
 for _ = 1, 10 do run() end
 local t = {}
 for i = 1, runs do
@@ -46,6 +76,22 @@ print(("fan-out on %s (%d workers, stack_bytes %s), %d groups: p50 %.1f us, p10 
   rt:stats().workers, stack_bytes > 0 and tostring(stack_bytes) or "default", groups, t[math.ceil(runs / 2)], t[math.max(1, math.ceil(runs / 10))],
   t[math.ceil(runs * 9 / 10)], runs, os.getenv("MOONWARP_DEVICE_DEFINE") and
   (" (" .. os.getenv("MOONWARP_DEVICE_DEFINE") .. ")") or ""))
+
+-- route_split: the spawn loop, the first await and all awaits (each with its value()), medians
+local tb = rt:buffer("uint64", 64)
+local sp, first, aw = {}, {}, {}
+for i = 1, math.max(runs, 10) do
+  split(tb)
+  local ts = tb:read()
+  local k = tonumber(ts[61])
+  sp[i], first[i], aw[i] = tonumber(ts[2] - ts[1]) / 1e3, tonumber(ts[3] - ts[2]) / 1e3, tonumber(ts[2 + k] - ts[2]) / 1e3
+end
+tb:close()
+local function median(v) table.sort(v); return v[math.ceil(#v / 2)] end
+local nspawn = 0
+for g = 1, groups do if M.counts[g] > 0 then nspawn = nspawn + 1 end end
+print(("route inside: spawn loop %.1f us (%d spawns of %d groups, %.2f us a spawn); awaits %.1f us (%.2f us an await with its value()), the first %.1f us"):format(
+  median(sp), nspawn, groups, median(sp) / nspawn, median(aw), median(aw) / nspawn, median(first)))
 
 -- one run traced: route's runs (it suspends at an await whose expert still runs) and the experts'
 local path = os.tmpname()
