@@ -113,6 +113,35 @@ task long keeper(future g1, future g2, int n, int *arrived) {
   }
   return acc * 1000 + n;
 }
+// counts itself done in *done, then returns k * k, or fails when k is bad
+task int marked(int k, int bad, int *done) {
+  if (lane == 0) atomicAdd(done, 1);
+  if (k == bad) fail(5, "marked failed");
+  return k * k;
+}
+// spawns n children, waits until every one has run (on other workers), then awaits each in turn:
+// with await (strict) or try_await, summing values and 1000 * the failure codes
+task long collector(int n, int bad, int strict, int *done) {
+  local future fs[16];
+  local int i;
+  local long total;
+  for (i = 0; i < n; ++i) fs[i] = spawn(marked, i, bad, done);
+  if (lane == 0) {
+    long long t0 = clock64();
+    while (*(volatile int *)done < n && clock64() - t0 < 60000000000LL) __nanosleep(1000);
+  }
+  __syncwarp();
+  total = 0;
+  for (i = 0; i < n; ++i) {
+    if (strict) {
+      await(fs[i]);
+    } else {
+      try_await(fs[i]);
+    }
+    total += failed(fs[i]) ? 1000 * (long)fail_code(fs[i]) : (long)value(fs[i]);
+  }
+  return total;
+}
 ]] .. support.FIB
 
 local wait_for = support.wait_for
@@ -226,6 +255,32 @@ support.each_backend(function(backend)
       flag:write { 1 }
       wait_for("the consumer to write", function() return out:read()[1] ~= 0 end)
       assert.equals(30, out:read()[1])
+    end)
+  end)
+
+  describe("an await of a child that completed on another worker before the await", function()
+    local function squares(n, bad)
+      local t = 0
+      for k = 0, n - 1 do if k ~= bad then t = t + k * k end end
+      return t
+    end
+    it("gives each child's value, one after the other", function()
+      for run = 1, 10 do
+        local done = int_buffer(rt, { 0 })
+        assert.equals(squares(16, -1), prog.collector(16, -1, 1, done):await(30), "run " .. run)
+        assert.same({ 16 }, done:read())
+      end
+    end)
+    it("gives a failed child's failure to try_await, and fails the awaiting task with await", function()
+      for run = 1, 5 do
+        local done = int_buffer(rt, { 0 })
+        assert.equals(squares(16, 7) + 5000, prog.collector(16, 7, 0, done):await(30), "run " .. run)
+        done:write({ 0 })
+        local f = prog.collector(16, 7, 1, done)
+        local ok, err = pcall(f.await, f, 30)
+        assert.is_false(ok)
+        assert.matches("marked failed", tostring(err))
+      end
     end)
   end)
 

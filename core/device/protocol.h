@@ -697,6 +697,10 @@ typedef struct mw_wstate {
   mw_u32 rec_seq;
   mw_u64 tick;      /* globaltimer of the last tick */
   mw_u64 polled;    /* pollers: when the inbox was last looked at */
+  mw_u64 seen_fut;  /* the future an await last found complete in its slot (mw_await_closed), */
+  mw_u64 seen_value; /* its result and result type, for value(); 0 when none or released */
+  mw_u32 seen_rtype;
+  mw_u32 seen_pad;
   mw_u32 dirty;     /* bit e: cnt[e] holds counts not yet in the rows */
   mw_u32 frames_taken, frames_freed, steals;
   mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */

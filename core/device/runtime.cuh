@@ -91,7 +91,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
-       MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP };
+       MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -1668,6 +1668,37 @@ __device__ __noinline__ bool mw_await_leaf(mw_ctx *c, mw_u64 h) {
   return true;
 }
 
+/* The await of one future h that completed elsewhere, and OK, before the await came: its slot
+ * reads CLOSED at h's generation (a fan-out's awaits of children other warps ran). Its result
+ * is noted for value() (ws->seen_*, which release() forgets), the level left as the general path
+ * leaves it (mw_await_more: nothing bad, every future looked at), and nothing else is done: no
+ * futures noted on the lane stack, no records searched, no bulk join. Anything else (pending,
+ * failed, stale, a stop, a cancellation, a nested root waiting) takes the general path.
+ * Collective. Returns true when the await is complete. */
+__device__ __noinline__ bool mw_await_closed(mw_ctx *c, mw_u64 h) {
+  MW_PROBE(MW_PR_AWAIT_CLOSED);
+  mw_u32 go = 0;
+  if (c->lane == 0 && !c->cancelled && !c->nest && !c->yield && c->status == MW_RUN_DONE &&
+      mw_is_future(h) && !MW_FUT_IS_INLINE(h) && MW_FUT_SLOT(h) < c->nslots) {
+    const mw_slot *sl = &c->slots[MW_FUT_SLOT(h)];
+    const mw_u64 ctl = mw_ld64(&sl->ctl);
+    if ((mw_u32)(ctl >> 32) == MW_FUT_GEN(h) && (mw_u32)ctl == MW_CTL_CLOSED) {
+      MW_FENCE(); /* the result before its CLOSED (protocol.h, slots) */
+      if (sl->status == MW_ST_OK) {
+        mw_wstate *ws = MW_WS(c);
+        ws->seen_fut = h;
+        ws->seen_value = sl->value;
+        ws->seen_rtype = sl->rtype;
+        mw_level *L = MW_LV(c);
+        L->bad = 0;
+        L->naw = L->cur = 1;
+        go = 1;
+      }
+    }
+  }
+  return mw_bcast(go) != 0;
+}
+
 /* Starts an await of fs[0..n) (protocol.h: the levels). Collective. Returns true when the body
  * must return now: a child runs inline first (MW_RUN_CALL), or the level suspended
  * (MW_RUN_SUSPEND; it touches nothing of its frame after, it may run on elsewhere already).
@@ -1688,6 +1719,7 @@ __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int
   }
   mw_tick(c);
   if (n == 1 && mw_await_leaf(c, fs[0].h)) return false;
+  if (n == 1 && mw_await_closed(c, fs[0].h)) return false;
   if (n == 1) mw_await_bulk(c, fs[0].h);
   mw_u32 off = mw_await_off(c);
   if (off + 8u * n > MW_LSTACK_BYTES) {
@@ -2350,11 +2382,16 @@ __device__ __noinline__ mw_val mw_value_of(mw_ctx *c, future f, int line) {
      * __syncwarps: lane 0's writes of it before, and its next ones (a release) after. */
     __syncwarp();
     int k = mw_kid_recent(c, f.h);
-    const mw_kid *K = k >= 0 ? &MW_WS(c)->kid[k] : 0;
-    const bool ok = K && K->status == MW_ST_OK;
+    const mw_wstate *ws = MW_WS(c);
+    const mw_kid *K = k >= 0 ? &ws->kid[k] : 0;
+    bool ok = K && K->status == MW_ST_OK;
     if (ok) {
       v.bits = K->value;
       v.rtype = K->rtype;
+    } else if (f.h == ws->seen_fut && f.h != 0) { /* the future the latest await found complete */
+      ok = true;
+      v.bits = ws->seen_value;
+      v.rtype = ws->seen_rtype;
     }
     __syncwarp();
     if (ok) return v;
@@ -2484,6 +2521,7 @@ __device__ void mw_drop_child(mw_ctx *c, mw_u64 h) { mw_drop_child_at(c, h, mw_k
  * one per iteration. f must not be used afterwards. Collective. */
 __device__ __noinline__ void mw_release(mw_ctx *c, future f) {
   MW_PROBE(MW_PR_RELEASE);
+  if (c->lane == 0 && MW_WS(c)->seen_fut == f.h) MW_WS(c)->seen_fut = 0; /* value() of it fails now */
   if (c->lane == 0 && mw_is_future(f.h) && MW_FUT_SLOT(f.h) < c->nslots) {
     mw_level *L = MW_LV(c);
     mw_u32 s = MW_FUT_SLOT(f.h);
@@ -3358,7 +3396,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
                                      "private", "bcast", "bcast_div", "leaf_claim", "pure_body",
                                      "bulk_claim", "bulk_done", "join_claimed", "join_alone",
-                                     "join_linger", "no_seat", "inbox_take", "comp_write"};
+                                     "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
