@@ -87,7 +87,9 @@
  *     old = atomicExch(ctl, gen<<32|CLOSED); __threadfence() (acquire: the nodes' contents);
  *     walk old's list, waking each frame (join below) and freeing each node.
  *   A reader that finds (gen, CLOSED) issues __threadfence() before reading the result (pairs
- *   with the producer's fence before the exchange).
+ *   with the producer's fence before the exchange): mw_outcome, mw_await_more, and
+ *   mw_await_closed, which keeps an OK result in its warp's mw_wstate.seen_* for value() (the
+ *   result of a handle's generation never changes; release() of the handle forgets it).
  *
  * Private completion. A child run inline by its spawner completes with plain stores of its
  * result and of ctl = (gen, CLOSED), no fence, no atomic, when no other warp can hold its
