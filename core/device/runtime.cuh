@@ -66,7 +66,7 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 40
+#define MW_NPROBES 48
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -91,7 +91,8 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_OUTCOME, MW_PR_EMPTY, MW_PR_JOIN, MW_PR_BULK, MW_PR_SUSPEND, MW_PR_ROOT, MW_PR_SLOT,
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
-       MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED };
+       MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
+       MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -362,7 +363,10 @@ __device__ __noinline__ void mw_fring_give(mw_state *st, const mw_u32 *in, mw_u3
 __device__ mw_u32 mw_frame_alloc(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
   mw_u32 half = c->cache_cap / 2 < MW_FRAME_CHAIN ? c->cache_cap / 2 : MW_FRAME_CHAIN;
-  if (!ws->nfree_frames) ws->nfree_frames = mw_fring_take(c->st, ws->free_frames, half > 1 ? half : 1u);
+  if (!ws->nfree_frames) {
+    MW_PROBE(MW_PR_FRAME_TAKE); /* the warp's cache is empty: the frame ring */
+    ws->nfree_frames = mw_fring_take(c->st, ws->free_frames, half > 1 ? half : 1u);
+  }
   if (!ws->nfree_frames) return MW_NONE;
   ws->frames_taken++;
   return ws->free_frames[--ws->nfree_frames];
@@ -397,6 +401,7 @@ __device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
     *gen = ws->slot_gen[ws->nfree_slots];
     return ws->free_slots[ws->nfree_slots];
   }
+  MW_PROBE(MW_PR_SLOT_POP); /* the warp's cache is empty: the shared free list */
   mw_u32 s = mw_stack_pop(&c->st->slot_head, c->st->slot_next);
   if (s != MW_NONE) *gen = (mw_u32)(mw_ld64(&c->slots[s].ctl) >> 32) + 1u;
   return s;
@@ -647,6 +652,7 @@ __device__ mw_u32 mw_rec_get(mw_ctx *c) {
       __nanosleep(64);
       continue;
     }
+    MW_PROBE(MW_PR_REC_EVICT); /* every record in use: the oldest goes to the global queue */
     mw_rec *r = &ws->rec[oldest];
     mw_u32 s = mw_ld32(&r->state);
     if (MW_REC_ST(s) != MW_REC_READY || atomicCAS(&r->state, s, (s & ~15u) | MW_REC_OWNED) != s) continue;
@@ -3396,7 +3402,8 @@ __device__ void mw_executor(mw_state *st) {
                                      "bulk_instance", "fence_ready", "fence_call", "slot_init",
                                      "private", "bcast", "bcast_div", "leaf_claim", "pure_body",
                                      "bulk_claim", "bulk_done", "join_claimed", "join_alone",
-                                     "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed"};
+                                     "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed",
+                                     "slot_pop", "frame_take", "rec_evict"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],
