@@ -29,5 +29,6 @@ for ref in "$@"; do
   git archive "$ref" | tar -x -C "$dir"
   # the tree's gpu.sh sources its own .gpu/env.sh: the main one, whose packages it unpacks
   printf '# the environment of the tree this copy came from (scripts/gpu-prepare.sh)\nsource "$(dirname "${BASH_SOURCE[0]}")/../../../env.sh"\n' >"$dir/.gpu/env.sh"
+  git rev-parse --short "$ref" >"$dir/.gpu/commit" # the commit, for the figures' headings (gpu.sh ab)
   echo "tree: $ref ($(git rev-parse --short "$ref")) in $dir: bash $dir/scripts/gpu.sh OUT steps..."
 done

@@ -21,7 +21,11 @@
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
 #              the bytes a level of spawns run in place, the depth they reach, a refusal's after
 #   fanout     bench/fanout.lua per variant of $FANOUT_VARIANTS (default "- MW_NO_ELIDE"): the
-#              fan-out alone and one traced run of it split into its tasks' runs and waits
+#              fan-out alone, route's spawns and awaits timed inside it, one traced run split
+#              into its tasks' runs and waits
+#   ab         bench/core.lua in this tree and in each tree of $AB_REFS (made by
+#              scripts/gpu-prepare.sh REF, built here in their own build-gpu), taking turns,
+#              $AB_ROUNDS rounds (default 2): a change beside its base on the same machine
 #   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
@@ -38,7 +42,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -247,6 +251,27 @@ fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
   per_variant "${FANOUT_VARIANTS:-- MW_NO_ELIDE}" fanout.txt timeout 60 luajit bench/fanout.lua cuda
+fi
+if want ab; then
+  # each tree of $AB_REFS built in its own folder first; then core.lua in turns, so that a drift
+  # of the machine (clocks, another tenant) falls on both sides alike
+  step "ab: bench/core.lua here and in $AB_REFS, in turns"
+  ab_trees=(".")
+  for r in ${AB_REFS:-}; do
+    d=.gpu/trees/${r//\//_}
+    [ -f "$d/CMakeLists.txt" ] || { echo "ab: no tree $d (scripts/gpu-prepare.sh $r makes it)"; continue; }
+    (cmake -S "$d" -B "$d/build-gpu" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$d/build-gpu.log" 2>&1 &&
+      cmake --build "$d/build-gpu" -j 16 >>"$d/build-gpu.log" 2>&1) || { echo "ab: $r does not build"; tail -20 "$d/build-gpu.log"; continue; }
+    ab_trees+=("$d")
+  done
+  for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
+    for d in "${ab_trees[@]}"; do
+      name=$([ "$d" = . ] && echo "this tree" || echo "$(basename "$d") ($(cat "$d/.gpu/commit" 2>/dev/null || echo "?"))")
+      echo "# round $round: $name" | tee -a "$out/ab.txt"
+      (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
+        LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit bench/core.lua cuda) 2>&1 | tee -a "$out/ab.txt"
+    done
+  done
 fi
 if want stack; then
   step "stack of the spawns run in place, per stack_bytes"
