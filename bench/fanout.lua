@@ -3,7 +3,8 @@
 -- and alone: its time; route's spawn loop and await loop timed from inside the task (route_split,
 -- the same body with the device timer read at three points); and one traced run split into
 -- route's runs, the waits between them and the experts' starts, to show where a fan-out's time goes.
---   luajit bench/fanout.lua [backend] [runs] [stack_bytes]   (defaults: auto, 50, the runtime's)
+--   luajit bench/fanout.lua [backend] [runs] [stack_bytes] [workers]   (defaults: auto, 50, the
+--   runtime's, the runtime's)
 local M = {}
 
 -- the fan-out's buffers on runtime rt and prog (bench/tasks.lua compiled): returns run() (one
@@ -56,11 +57,11 @@ task long route_split(const int *counts, const int *items, int groups, uint64_t 
 if not (arg and arg[0] and arg[0]:match("fanout%.lua$")) then return M end
 
 local mw = require "moonwarp"
-local backend, runs, stack_bytes = arg[1], tonumber(arg[2] or 50), tonumber(arg[3] or 0)
-assert(runs and runs >= 1 and runs % 1 == 0 and stack_bytes and stack_bytes % 1 == 0,
-  "usage: luajit bench/fanout.lua [backend] [runs] [stack_bytes]")
+local backend, runs, stack_bytes, workers = arg[1], tonumber(arg[2] or 50), tonumber(arg[3] or 0), tonumber(arg[4] or 0)
+assert(runs and runs >= 1 and runs % 1 == 0 and stack_bytes and stack_bytes % 1 == 0 and workers and workers >= 0
+  and workers % 1 == 0, "usage: luajit bench/fanout.lua [backend] [runs] [stack_bytes] [workers]")
 local rt = assert(mw.runtime { backend = backend, frame_bytes = 512,
-  stack_bytes = stack_bytes > 0 and stack_bytes or nil })
+  stack_bytes = stack_bytes > 0 and stack_bytes or nil, workers = workers > 0 and workers or nil })
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua") .. M.split_source, "bench/tasks.lua"))
 local run, close, groups, split = M.setup(rt, prog)
