@@ -20,7 +20,6 @@ function M.setup(rt, prog)
   local cb, ib = rt:buffer("int32", groups), rt:buffer("int32", #items)
   cb:write(counts)
   ib:write(items)
-  M.counts = counts
   local function run() assert(prog.route(cb, ib, groups):await() == want) end
   local function close() cb:close(); ib:close() end
   -- route_split's run (when prog has it): the device timer's stamps in ts (uint64, 64 elements)
@@ -80,17 +79,16 @@ print(("fan-out on %s (%d workers, stack_bytes %s), %d groups: p50 %.1f us, p10 
 
 -- route_split: the spawn loop, the first await and all awaits (each with its value()), medians
 local tb = rt:buffer("uint64", 64)
-local sp, first, aw = {}, {}, {}
+local sp, first, aw, nspawn = {}, {}, {}, 0 -- nspawn: the spawns route_split counted
 for i = 1, math.max(runs, 10) do
   split(tb)
   local ts = tb:read()
   local k = tonumber(ts[61])
+  nspawn = k
   sp[i], first[i], aw[i] = tonumber(ts[2] - ts[1]) / 1e3, tonumber(ts[3] - ts[2]) / 1e3, tonumber(ts[2 + k] - ts[2]) / 1e3
 end
 tb:close()
 local function median(v) table.sort(v); return v[math.ceil(#v / 2)] end
-local nspawn = 0
-for g = 1, groups do if M.counts[g] > 0 then nspawn = nspawn + 1 end end
 print(("route inside: spawn loop %.1f us (%d spawns of %d groups, %.2f us a spawn); awaits %.1f us (%.2f us an await with its value()), the first %.1f us"):format(
   median(sp), nspawn, groups, median(sp) / nspawn, median(aw), median(aw) / nspawn, median(first)))
 

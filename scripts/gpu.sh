@@ -256,6 +256,8 @@ if want ab; then
   # each tree of $AB_REFS built in its own folder first; then core.lua in turns, so that a drift
   # of the machine (clocks, another tenant) falls on both sides alike
   step "ab: bench/core.lua here and in $AB_REFS, in turns"
+  [[ ${AB_ROUNDS:-2} =~ ^[1-9][0-9]*$ ]] || { echo "AB_ROUNDS is a number of rounds, got '$AB_ROUNDS'"; exit 2; }
+  [ -n "${AB_REFS:-}" ] || echo "ab: AB_REFS names no tree: this tree alone"
   ab_trees=(".")
   for r in ${AB_REFS:-}; do
     d=.gpu/trees/${r//\//_}
