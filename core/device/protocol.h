@@ -217,6 +217,15 @@ typedef struct mw_slot {
 /* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
  * MW_FR_FAILED: a bulk instance failed, the first to set it writes the message (atomicOr). */
 enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u };
+/* A task's generation: 0 for a spawn of the host, its spawner's + 1 for a spawn of a task (at
+ * most MW_GEN_MAX). It travels with the task: bits 16-31 of its frame's flags (above the
+ * mw_frame_flags), of its level's flags (above the mw_level_flags) and mw_rec.gen. An elided
+ * call keeps its spawner's (its spawns are elided or refused, never records). The executor
+ * elides no spawn of a task younger than mw_ctx.elide_gen (task_api.cuh, MW_ELIDE_GEN_OF). */
+#define MW_GEN_SHIFT 16u
+#define MW_GEN_MAX 0xffffu
+#define MW_GEN_OF(flags) ((mw_u32)(flags) >> MW_GEN_SHIFT)
+#define MW_GEN_BITS(flags) ((mw_u32)(flags) & (MW_GEN_MAX << MW_GEN_SHIFT))
 
 /* join: epoch << 32 | bits. The epoch grows by one each time the frame is set up for a task
  * (plain store by the one setting it up, which owns the free frame), so a canceller holding an
@@ -570,7 +579,7 @@ typedef struct mw_rec {
   mw_u32 epoch;  /* the owner's share epoch at the spawn */
   mw_u32 sibling; /* the slot's sibling link as written at the spawn */
   mw_u32 calls;   /* the owner's progress (mw_wstate.progress) when it became READY */
-  mw_u32 pad;
+  mw_u32 gen;     /* the spawned task's generation (MW_GEN_SHIFT) */
   mw_u8 args[MW_INBOX_ARG_BYTES];
 } mw_rec; /* 144 bytes */
 
@@ -613,7 +622,7 @@ typedef struct mw_level {
   mw_u32 frame;     /* its frame in device memory (reserved at the spawn; written when it
                      * suspends: MW_LV_PUBLIC) */
   mw_u32 children;  /* owned children list head (slot index + 1) */
-  mw_u32 flags;     /* enum mw_level_flags */
+  mw_u32 flags;     /* enum mw_level_flags; the task's generation in bits 16-31 (MW_GEN_SHIFT) */
   mw_u32 epoch;     /* the share epoch at its spawn (inline levels) */
   mw_u32 off;       /* byte offset of its frame in the lane stacks */
   mw_u32 sibling;   /* its slot's sibling link (inline levels) */

@@ -626,7 +626,8 @@ __device__ mw_u32 mw_rec_to_frame(mw_ctx *c, mw_rec *r) {
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = r->kind;
   const mw_kind_info *ki = mw_kind(kind);
-  mw_frame_hdr_fresh(fh, kind, r->fut, (r->flags & MW_RF_CANCELLED) ? MW_FR_CANCEL : 0u /* it never runs */, 0);
+  mw_frame_hdr_fresh(fh, kind, r->fut,
+                     ((r->flags & MW_RF_CANCELLED) ? MW_FR_CANCEL : 0u /* it never runs */) | r->gen << MW_GEN_SHIFT, 0);
   mw_frame_from_args((mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES), (const mw_u32 *)r->args, ki, 0, 1);
   c->slots[MW_FUT_SLOT(r->fut)].fref = mw_frame_open(c, f);
   return f;
@@ -1509,6 +1510,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   mw_tick(c);
   mw_u64 h = 0;
   mw_u32 r = MW_NONE, f = MW_NONE, cx = 0, sib = 0; /* sib: lane 0's, the record's sibling link */
+  mw_u32 tgen = 0; /* lane 0's: the child's generation */
   if (c->lane == 0) {
     MW_PROBE(MW_PR_SPAWN0);
     mw_wstate *ws = MW_WS(c);
@@ -1530,6 +1532,8 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       sl->refs = 2; /* the task + its owner */
       sl->fref = 0;
       sl->sibling = sib = L->children;
+      tgen = MW_GEN_OF(L->flags);
+      tgen += tgen < MW_GEN_MAX;
       mw_count(c, kind, MW_CNT_SPAWNED);
       f = mw_frame_alloc(c); /* its frame, reserved now: capacity means frames */
       if (f == MW_NONE) {
@@ -1570,6 +1574,7 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
       rec->flags = MW_RF_SPAWN;
       rec->epoch = MW_WS(c)->epoch;
       rec->sibling = sib; /* as stored in its slot (not read back from device memory) */
+      rec->gen = tgen;
       MW_WS(c)->last_rec = r;
       mw_rec_ready(c, r);
     }
@@ -1766,7 +1771,8 @@ __device__ __forceinline__ void mw_level_child(mw_ctx *c, mw_u64 fut, mw_u32 kin
 }
 __device__ void mw_level_from_rec(mw_ctx *c, const mw_rec *rec, mw_u32 off) {
   mw_level_child(c, rec->fut, rec->kind, rec->frame /* reserved */,
-                 (rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u, rec->epoch, rec->sibling, off);
+                 ((rec->flags & MW_RF_CANCELLED) ? MW_LV_CANCELLED : 0u) | rec->gen << MW_GEN_SHIFT, rec->epoch,
+                 rec->sibling, off);
 }
 
 /* Sets level d + 1 up for the spawn in record r, which this warp claimed (OWNED), and ends the
@@ -2216,7 +2222,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     mw_frame_hdr *fh = mw_frame(c, f);
     mw_u32 s = MW_FUT_SLOT(L->fut);
     if (!(L->flags & MW_LV_PUBLIC)) { /* the frame gets its header once; fref tells cancellers */
-      mw_frame_hdr_fresh(fh, kind, L->fut, s < c->host_slots ? MW_FR_HOST : 0u, 0); /* resume,
+      mw_frame_hdr_fresh(fh, kind, L->fut, (s < c->host_slots ? MW_FR_HOST : 0u) | MW_GEN_BITS(L->flags), 0); /* resume,
                                                    children and await_f[0] are written below */
       c->slots[s].fref = mw_frame_open(c, f);
       L->flags |= MW_LV_PUBLIC;
@@ -2728,7 +2734,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       L->resume = 0;
       L->frame = f;
       L->children = 0;
-      L->flags = MW_LV_ROOT |
+      L->flags = MW_LV_ROOT | r->gen << MW_GEN_SHIFT |
                  ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u);
       L->epoch = 0;
       L->off = off;
@@ -2777,7 +2783,7 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
     L->children = fh->children;
     bool cx = (fh->flags & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
               (L->resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
-    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u);
+    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(fh->flags);
     L->epoch = 0;
     L->off = off;
     L->sibling = 0;
@@ -3280,6 +3286,7 @@ __device__ void mw_executor(mw_state *st) {
   c.elide = 0;
   c.hungry_seen = 1; /* no elided call before the periodic work has seen few warps hungry */
   c.hungry_max = MW_ELIDE_HUNGRY_OF(st->nworkers);
+  c.elide_gen = MW_ELIDE_GEN_OF(st->nworkers);
 #endif
 #ifndef MW_SIM
   { /* a fresh launch: the CTA's shared state starts empty */

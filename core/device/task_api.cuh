@@ -142,6 +142,7 @@ struct mw_ctx {
   mw_u32 elide;       /* elided calls nested on this warp now (mw_elide_ok) */
   mw_u32 hungry_seen; /* more than hungry_max workers idle, as the last periodic work saw (1 at the start) */
   mw_u32 hungry_max;  /* MW_ELIDE_HUNGRY_OF(the workers) */
+  mw_u32 elide_gen;   /* MW_ELIDE_GEN_OF(the workers): a younger task elides none of its spawns */
 #endif
 };
 
@@ -567,6 +568,26 @@ __device__ __forceinline__ mw_u64 mw_stack_used(const mw_ctx *c) {
 #else
 #define MW_ELIDE_HUNGRY_OF(n) ((mw_u32)(n) >> 4)
 #endif
+/* A task of a generation under MW_ELIDE_GEN_OF(n) (protocol.h, MW_GEN_SHIFT: the host's spawns
+ * are 0, their children 1, ...) elides none of its spawns, hungry workers or not: the first
+ * generations of a tree stay real tasks, so that the elided subtrees below them are many and
+ * small, about 2^MW_ELIDE_GEN_SLACK of them a worker in a binary tree, not a few whose length
+ * bounds the whole run (elided subtrees cannot be split once they run). log2(n) rounded up,
+ * plus MW_ELIDE_GEN_SLACK (3 by default); -DMW_ELIDE_GEN=K sets K whatever the workers (0: the
+ * generation does not matter). */
+#ifndef MW_ELIDE_GEN_SLACK
+#define MW_ELIDE_GEN_SLACK 3u
+#endif
+__device__ __forceinline__ mw_u32 mw_ceil_log2(mw_u32 n) {
+  mw_u32 k = 0;
+  while (k < 31u && (1u << k) < n) ++k;
+  return k;
+}
+#ifdef MW_ELIDE_GEN
+#define MW_ELIDE_GEN_OF(n) ((mw_u32)(MW_ELIDE_GEN))
+#else
+#define MW_ELIDE_GEN_OF(n) (mw_ceil_log2(n) + (mw_u32)(MW_ELIDE_GEN_SLACK))
+#endif
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
 /* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
  * another (or whose task is to stop): the spawn fails (mw_elide_refuse). Collective: every lane
@@ -586,7 +607,8 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
   const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
                       (mw_u32)c->status | (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(c->trace_ev != 0) |
                       (mw_u32)(ws->nfree_slots == 0u) | (mw_u32)(((c->calls + 1u) & (MW_TICK_CALLS - 1u)) == 0u) |
-                      (mw_u32)(c->d + 1u < (mw_u32)(MW_ELIDE));
+                      (mw_u32)(c->d + 1u < (mw_u32)(MW_ELIDE)) |
+                      (mw_u32)(MW_GEN_OF(ws->lv[c->d].flags) < c->elide_gen);
   return __shfl_sync(MW_FULL, busy, 0) ? 0 : 1;
 }
 /* The future of a spawn that an elided call does not make: skipped when the task is to stop (as
