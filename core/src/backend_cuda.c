@@ -263,6 +263,16 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
     fail(be, "the executor cannot be resident on this device (too many registers?)");
     return MW_ECUDA;
   }
+  /* $MOONWARP_CARVEOUT: the percent of the SM's unified L1/shared memory to give to shared
+   * memory (the rest is the L1 that caches the lane stacks); unset, the driver's choice */
+  const char *carve = getenv("MOONWARP_CARVEOUT");
+  if (carve && *carve) {
+    r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, atoi(carve));
+    if (r != MW_CUDA_SUCCESS) {
+      mw__cu.cuModuleUnload(mod);
+      return mw__cuda_error(r, "setting the executor's shared memory carveout", be->err, be->errlen);
+    }
+  }
   if (be->mod) mw__cu.cuModuleUnload(be->mod);
   be->mod = mod;
   be->fn = fn;

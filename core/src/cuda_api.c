@@ -29,6 +29,7 @@ static const mw__dl_sym symbols[] = {
     SYM(cuModuleUnload, "cuModuleUnload"),
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),
     SYM(cuFuncGetAttribute, "cuFuncGetAttribute"),
+    SYM(cuFuncSetAttribute, "cuFuncSetAttribute"),
     SYM(cuLaunchKernel, "cuLaunchKernel"),
     SYM(cuStreamCreate, "cuStreamCreate"),
     SYM(cuStreamQuery, "cuStreamQuery"),

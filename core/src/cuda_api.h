@@ -101,7 +101,8 @@ enum {
   MW_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
   MW_CU_FUNC_ATTRIBUTE_PTX_VERSION = 5,
   MW_CU_FUNC_ATTRIBUTE_BINARY_VERSION = 6,
-  MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+  MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  MW_CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 };
 
 /* The driver entry points. Each member is named after the API function without its version
@@ -126,6 +127,7 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuModuleUnload)(mw_CUmodule mod);
   mw_CUresult (*cuModuleGetFunction)(mw_CUfunction *fn, mw_CUmodule mod, const char *name);
   mw_CUresult (*cuFuncGetAttribute)(int *value, int attrib, mw_CUfunction fn);
+  mw_CUresult (*cuFuncSetAttribute)(mw_CUfunction fn, int attrib, int value);
   mw_CUresult (*cuLaunchKernel)(mw_CUfunction fn, unsigned int gx, unsigned int gy,
                                 unsigned int gz, unsigned int bx, unsigned int by,
                                 unsigned int bz, unsigned int shared_bytes, mw_CUstream stream,
