@@ -17,7 +17,8 @@
 #              pipeline (of each batch of $PROBE_BATCHES), fib(18) and host round trips on
 #              $PROBE_WORKERS, beside bench/micro/'s cost of each kind of operation
 #              ($PROBE_VARIANTS: variants of the executor timed the same way)
-#   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default)
+#   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
+#              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
 #              the bytes a level of spawns run in place, the depth they reach, a refusal's after
 #   fanout     bench/fanout.lua per variant of $FANOUT_VARIANTS (default "- MW_NO_ELIDE"): the
@@ -246,7 +247,12 @@ if want core; then
   # bench/core.lua (round trip, hop, fib) per variant of the executor ($CORE_VARIANTS, "-" the
   # default), in one call: a change of the hot path against the old way it keeps as a variant
   step "core figures per variant"
-  per_variant "${CORE_VARIANTS:--}" core.txt timeout 100 luajit bench/core.lua cuda
+  [[ ${CORE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "CORE_WORKERS is worker counts, got '$CORE_WORKERS'"; exit 2; }
+  core_at() {
+    local w
+    for w in ${CORE_WORKERS:-0}; do timeout 100 luajit bench/core.lua cuda "$w"; done
+  }
+  per_variant "${CORE_VARIANTS:--}" core.txt core_at
 fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
