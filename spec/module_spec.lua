@@ -91,6 +91,22 @@ describe("mw.runtime options", function()
     assert.truthy(rt:find('MOONWARP_BUILD must be "parts", "one_unit" or "tiered", got "fast"', 1, true), rt)
   end)
 
+  it("refuses a MOONWARP_CARVEOUT that is not a percent, saying so", function()
+    local old = os.getenv("MOONWARP_CARVEOUT")
+    for _, bad in ipairs { "half", "101", "-2", "50%" } do
+      support.setenv("MOONWARP_CARVEOUT", bad)
+      local ok, rt = pcall(mw.runtime, { backend = "sim" })
+      if ok and rt then rt:close() end
+      assert.is_false(ok, bad)
+      assert.truthy(rt:find('MOONWARP_CARVEOUT must be a percent from 0 to 100 (or -1: the driver\'s choice), got "'
+        .. bad .. '"', 1, true), rt)
+    end
+    support.setenv("MOONWARP_CARVEOUT", "0")
+    local rt = assert(mw.runtime { backend = "sim" })
+    rt:close()
+    support.setenv("MOONWARP_CARVEOUT", old)
+  end)
+
   it("accepts no argument at all (all defaults)", function()
     local rt, err = mw.runtime()
     assert.is_truthy(rt or err)

@@ -451,6 +451,17 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return MW_EINVAL;
   }
   if (!build) build = d.build;
+  /* $MOONWARP_CARVEOUT (cuda, backend_cuda.c): a percent, or -1 for the driver's choice */
+  const char *carve = getenv("MOONWARP_CARVEOUT");
+  if (carve && *carve) {
+    char *end = NULL;
+    long pct = strtol(carve, &end, 10);
+    if (*end || pct < -1 || pct > 100) {
+      mw__set_error("MOONWARP_CARVEOUT must be a percent from 0 to 100 (or -1: the driver's choice), got \"%.40s\"",
+                    carve);
+      return MW_EINVAL;
+    }
+  }
   mw_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MW_ENOMEM;
   rt->ops = ops;
