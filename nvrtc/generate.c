@@ -301,39 +301,22 @@ static unsigned char *self_contained(const mw__parsed *p) {
   return ok;
 }
 
-/* The elided call of a self-contained task t (local: its index in the program), compiled with
- * MW_ELIDE only: the body called with its frame a local, its result in the future's handle. One
- * function of its own per task, never inlined: every spawn site of t, and every copy of a
- * spawner's body that the executor inlines (its chain, its bulk instances), calls this one copy
- * of t's body rather than carrying one (the executor's code and its compile grew by half with
- * them inlined: bench/NOTES.md, v49). */
-static void put_elided_fn(mw__sb *b, const mw__task *t, unsigned local) {
-  mw__sb_printf(b,
-                "#ifdef MW_ELIDE\n__device__ __noinline__ future mw_elided__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, mw_args_%s _mw_ea) {\n"
-                "  mw_frame_%s _mw_f = mw_frame_%s();\n"
-                "  static_cast<mw_args_%s &>(_mw_f) = _mw_ea;\n"
-                "  const mw_u32 _mw_r = mw_elide_enter(_mw_c);\n",
-                t->name, t->name, t->name, t->name, t->name);
-  if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "  _mw_f._mw_body(_mw_c, _mw_kb);\n  mw_elide_leave(_mw_c, _mw_r);\n"
-                     "  return mw_elide_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n", local);
-  else
-    mw__sb_printf(b, "  const mw_u64 _mw_v = mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb));\n"
-                     "  mw_elide_leave(_mw_c, _mw_r);\n"
-                     "  return mw_elide_done(_mw_c, _mw_kb + %uu, %s, _mw_v);\n", local, rtype_name(t->ret));
-  mw__sb_puts(b, "}\n#endif\n");
-}
-
-/* In the spawn function of a self-contained task t, compiled with MW_ELIDE only: its elided call
- * (put_elided_fn) when mw_elide_ok says so (task_api.cuh). */
+/* In the spawn function of a self-contained task t, compiled with MW_ELIDE only: when
+ * mw_elide_ok says so (task_api.cuh), the child's frame with its arguments in, for the spawn's
+ * expression to call its body (MW_SPAWN_EXPR); a refusal's future when the stack is used up. */
 static void put_elided_call(mw__sb *b, const mw__task *t, unsigned local) {
   mw__sb_printf(b, "#ifdef MW_ELIDE\n  {\n    mw_args_%s _mw_ea = mw_args_%s();\n", t->name, t->name);
   for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "    _mw_ea.%s = _mw_p%d;\n", t->params[k].name, k);
   mw__sb_printf(b,
-                "    if (const int _mw_e = mw_elide_ok(_mw_c, _mw_kb + %uu, &_mw_ea, (mw_u32)sizeof(_mw_ea), _mw_line))\n"
-                "      return _mw_e == 2 ? mw_elide_refuse(_mw_c, _mw_kb + %uu) : mw_elided__%s(_mw_c, _mw_kb, _mw_ea);\n"
-                "  }\n#endif\n",
-                local, local, t->name);
+                "    if (const int _mw_e = mw_elide_ok(_mw_c, _mw_kb + %uu, &_mw_ea, (mw_u32)sizeof(_mw_ea), _mw_line)) {\n"
+                "      if (_mw_e == 2) return mw_elide_refuse(_mw_c, _mw_kb + %uu);\n"
+                "      mw_spawned<mw_frame_%s, true> _mw_s;\n"
+                "      _mw_s._mw_elide = true;\n"
+                "      _mw_s._mw_fr = mw_frame_%s();\n"
+                "      static_cast<mw_args_%s &>(_mw_s._mw_fr) = _mw_ea;\n"
+                "      return _mw_s;\n"
+                "    }\n  }\n#endif\n",
+                local, local, t->name, t->name, t->name);
 }
 
 static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
@@ -353,8 +336,15 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                 "static_assert(sizeof(mw_args_%s) == %u || %u == 0, \"moonwarp: argument size of "
                 "%s\");\n",
                 t->name, t->args_size, t->args_size, t->name);
-  mw__sb_printf(b, "struct mw_frame_%s : mw_args_%s {\n  typedef %s _mw_ret_t;\n", t->name,
-                t->name, t->ret_txt);
+  /* _mw_local, _mw_rtype: the task's index in its program and its result's type, for an
+   * elided call's end; _mw_self: whether a spawn of it may run in place (its spawn functions
+   * return its frame then: task_api.cuh, mw_spawned) */
+  mw__sb_printf(b, "struct mw_frame_%s : mw_args_%s {\n  typedef %s _mw_ret_t;\n"
+                   "  static constexpr mw_u32 _mw_local = %uu, _mw_rtype = %s;\n"
+                   "#ifdef MW_ELIDE\n  static constexpr bool _mw_self = %s;\n#else\n"
+                   "  static constexpr bool _mw_self = false;\n#endif\n",
+                t->name, t->name, t->ret_txt, local, rtype_name(t->ret),
+                at->self && at->self[local] ? "true" : "false");
   for (int k = 0; k < t->nlocals; ++k) {
     put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
@@ -366,12 +356,16 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                 t->name, t->name);
   /* typed spawn functions: the argument struct in zeroed words, then the runtime (names of
    * their own are reserved ones: the program's defines are in force here) */
-  if (at->self && at->self[local]) put_elided_fn(b, t, local);
   static const char *const form_names[] = {"", "_bulk", "_now", "_now_bulk"};
   for (int form = 0; form < 4; ++form) { /* spawn, spawn_bulk, and their spawn-now (awaited next) */
     int bulk = form == 1 || form == 3;
     if (form >= 2 && !t_spawned_now(at->p, t, form == 3)) continue;
-    mw__sb_printf(b, "__device__ __forceinline__ future mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
+    /* spawn and spawn-now return an mw_spawned (the spawn's expression: MW_SPAWN_EXPR) */
+    if (bulk)
+      mw__sb_puts(b, "__device__ __forceinline__ future");
+    else
+      mw__sb_printf(b, "__device__ __forceinline__ mw_spawned<mw_frame_%s, mw_frame_%s::_mw_self>", t->name, t->name);
+    mw__sb_printf(b, " mw_spawn%s__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line%s",
                   form_names[form], t->name, bulk ? ", unsigned long long _mw_n" : "");
     for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
     mw__sb_puts(b, ") {\n");
@@ -491,6 +485,45 @@ static void put_copy_out(mw__sb *b, const char *n, size_t len) {
   mw__sb_printf(b, " mw_keep(this->%.*s, %.*s),", (int)len, n, (int)len, n);
 }
 
+/* The mw_spawned of each task that t's body spawns (spawn or spawn-now: task_api.cuh,
+ * MW_SPAWN_EXPR), once a task, before the body's switch; a name that is no task of the program
+ * gets an int, so that the compiler's first word on it is the spawn function it lacks. */
+static int id_char(char c);
+static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+  unsigned char *seen = calloc((size_t)p->ntasks + 1, 1);
+  size_t i = t->body_start, at, len;
+  char unknown[64][64];
+  int nunknown = 0;
+  while (next_ident(p, t, &i, &at, &len)) {
+    if (len != 5 || memcmp(p->src + at, "spawn", 5)) continue;
+    int k = spawn_target(p, t, at);
+    if (k >= 0) {
+      if (seen && !seen[k])
+        mw__sb_printf(b, "  [[maybe_unused]] mw_spawned<mw_frame_%s, mw_frame_%s::_mw_self> _mw_sp_%s;\n",
+                      p->tasks[k].name, p->tasks[k].name, p->tasks[k].name);
+      if (seen) seen[k] = 1;
+      continue;
+    }
+    /* not a task of the program: the name after 'spawn (' as written, if any */
+    const char *s = p->src;
+    size_t q = at + 5;
+    while (q < t->body_end && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
+    if (s[q] != '(') continue;
+    ++q;
+    while (q < t->body_end && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
+    size_t e = q;
+    while (e < t->body_end && id_char(s[e])) ++e;
+    if (e == q || e - q >= sizeof unknown[0] || (s[q] >= '0' && s[q] <= '9')) continue;
+    int dup = 0;
+    for (int u = 0; u < nunknown && !dup; ++u) dup = strlen(unknown[u]) == e - q && !memcmp(unknown[u], s + q, e - q);
+    if (dup || nunknown == 64) continue;
+    memcpy(unknown[nunknown], s + q, e - q);
+    unknown[nunknown][e - q] = 0;
+    mw__sb_printf(b, "  [[maybe_unused]] int _mw_sp_%s;\n", unknown[nunknown++]);
+  }
+  free(seen);
+}
+
 /* A task body: its state machine (a switch over its resume points) in a member function of its
  * frame. The parameters and plain locals live in variables of the body, copied from the frame
  * at each entry and back into it (_MW_KEEP, task_api.cuh) only before an await that may
@@ -508,8 +541,10 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
                 "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n#ifndef MW_LOCALS_IN_FRAME\n",
                 t->name, t->name);
   for_kept_names(b, t, put_copy_in);
+  mw__sb_puts(b, "#endif\n");
+  put_spawn_temps(b, p, t);
   /* a leaf never awaits: it has no resume point but the start */
-  mw__sb_printf(b, "#endif\n  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
+  mw__sb_printf(b, "  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
@@ -894,6 +929,16 @@ static void put_user_line(mw__sb *b, const char *s, const char *end) {
       s += 9;
       continue;
     }
+    if (starts(s, "mw_spawned<")) { /* a spawn function's return type: mw_spawned<mw_frame_f, true> */
+      const char *p = s + 11;
+      int depth = 1;
+      while (p < end && depth > 0) depth += *p == '<' ? 1 : *p == '>' ? -1 : 0, ++p;
+      if (!depth) {
+        mw__sb_puts(b, "future");
+        s = p;
+        continue;
+      }
+    }
     if (starts(s, "_MWsn") && !id_char(s[5])) { /* a spawn awaited next, as generated */
       mw__sb_puts(b, "spawn");
       s += 5;
@@ -968,6 +1013,7 @@ char *mw__user_log(const char *log, const char *gen_path) {
     excerpt = 0;
     const char *arg = find(s, e, "initializing argument ");
     const char *callee = arg ? find(arg, e, "mw_spawn") : NULL;
+    while (callee && starts(callee, "mw_spawned")) callee = find(callee + 10, e, "mw_spawn"); /* the return type */
     int bulk = 0;
     const char *name = callee ? spawn_fn_task(callee, &bulk) : NULL;
     if (name) { /* a spawn's argument: name the task's parameter */

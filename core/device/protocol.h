@@ -548,12 +548,17 @@ typedef struct mw_worker {
  * stack does not bound by itself. Measured from the outermost elided call, as a distance: on the
  * GPU most of the executor and the bodies it runs are inlined into the kernel, whose one frame
  * holds their locals at offsets of the compiler's choosing (sm_90: a body's local lay 32 bytes
- * above the executor's), so addresses are ordered by depth only past the first real call: the
- * reference is taken inside the outermost elided call, a function never inlined (generate.c,
- * mw_elided__T), so it is a real call's frame and every deeper one lies below it.
+ * above the executor's), so addresses are ordered by depth only past the first real call. The
+ * reference is taken in the outermost elided call's spawner (task_api.cuh, mw_elide_enter),
+ * whose frame may be the kernel's own; as a distance it still bounds the stack from above:
+ * elided calls nest without bound only through a cycle of bodies, and a function on a cycle of
+ * calls is a real call (NVVM inlines nothing into it), whose frame lies below the frames it is
+ * called from; so the distance from anywhere in the spawner's frame counts at least what the
+ * calls below it take, and two places in one frame are a frame apart at most.
  * The cuda backend sets each thread's stack to the kernel's own local memory + stack_bytes +
- * MW_STACK_SLACK (the frames between the executor and the outermost elided call, and the
- * frame of the last call allowed). */
+ * MW_STACK_SLACK (the frames between the executor and the outermost elided call, which hold
+ * the frames of the tasks their bodies may run in place, and the frame of the last call
+ * allowed). */
 #define MW_STACK_BYTES 16384u
 #define MW_STACK_SLACK 4096u
 #ifndef MW_SIM_STACK_BYTES /* a sim build may take less, to meet the depth a GPU allows */

@@ -645,7 +645,7 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
-  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost elided call's frame (mw_elided__T) */
+  if (c->elide == 0u) c->sp0 = mw_stack_here(); /* in the outermost elided call's spawner (protocol.h) */
   c->resume = 0;
   c->elide++;
   return r;
@@ -655,6 +655,68 @@ __device__ __forceinline__ void mw_elide_leave(mw_ctx *c, mw_u32 r) {
   c->resume = r;
 }
 #endif
+
+/* ---- a spawn as the body writes it (spawn, _MWsn) ------------------------------------------
+ * An elided call is the child's body called from the spawner's body itself, in the text of the
+ * spawn: NVVM inlines nothing into a function on a cycle of calls, so a recursive task elides
+ * one level as one function calling itself (one frame, one CALL) only when no function stands
+ * between the body and its recursive call (bench/NOTES.md, "one frame a level"). So a spawn
+ * function (mw_spawn__T, mw_spawn_now__T: nvrtc/generate.c) returns an mw_spawned: the future,
+ * or, when mw_elide_ok lets the spawn run here (_mw_elide), the child's frame with its arguments
+ * in; the spawn's expression (MW_SPAWN_EXPR) then calls its body between mw_elided_begin and
+ * mw_elided_end. The body keeps one mw_spawned per task it spawns (_mw_sp_T, declared before
+ * its switch): a spawn's expression is over before the next spawn of that task begins (one is
+ * evaluated whole before the call it is an argument of; two as operands of one operator,
+ * unsequenced, would share it). A task that is never elided (not self-contained, or a build
+ * without MW_ELIDE) carries no frame, and its _mw_elide is a constant false. */
+struct mw_no_frame { /* the frame of a task that is never elided: its call is never made */
+  __device__ __forceinline__ int _mw_body(mw_ctx *, mw_u32) { return 0; }
+};
+template <class F, bool Self> struct mw_spawned {
+  future _mw_f;
+  static constexpr bool _mw_elide = false;
+  mw_u32 _mw_r;
+  mw_no_frame _mw_fr;
+  mw_spawned() = default;
+  __device__ __forceinline__ mw_spawned(future f) : _mw_f(f) {}
+};
+template <class F> struct mw_spawned<F, true> {
+  future _mw_f;
+  bool _mw_elide;
+  mw_u32 _mw_r; /* the spawner's resume point while the child's body runs */
+  F _mw_fr;
+  mw_spawned() = default;
+  __device__ __forceinline__ mw_spawned(future f) : _mw_f(f), _mw_elide(false) {}
+};
+/* The result of an elided body as bits: "(body, mw_bits_tag())" is the body's result through
+ * mw_result_bits, or 0 for a void body (the built-in comma, then the conversion). */
+struct mw_bits_tag {
+  __device__ __forceinline__ operator mw_u64() const { return 0u; }
+};
+template <class T> __device__ __forceinline__ mw_u64 operator,(T r, mw_bits_tag) { return mw_result_bits(r); }
+template <class F, bool S> __device__ __forceinline__ void mw_elided_begin(mw_ctx *c, mw_spawned<F, S> *s) {
+#ifdef MW_ELIDE
+  s->_mw_r = mw_elide_enter(c);
+#else
+  (void)c, (void)s;
+#endif
+}
+template <class F, bool S>
+__device__ __forceinline__ future mw_elided_end(mw_ctx *c, mw_u32 kbase, mw_spawned<F, S> *s, mw_u64 bits) {
+#ifdef MW_ELIDE
+  mw_elide_leave(c, s->_mw_r);
+  return mw_elide_done(c, kbase + F::_mw_local, F::_mw_rtype, bits);
+#else
+  (void)c, (void)kbase, (void)bits;
+  return s->_mw_f;
+#endif
+}
+#define MW_SPAWN_EXPR(task, call)                                                                      \
+  (_mw_sp_##task = (call), _mw_sp_##task._mw_elide                                                     \
+                               ? mw_elided_end(_c, _mw_kbase, &_mw_sp_##task,                          \
+                                               (mw_elided_begin(_c, &_mw_sp_##task),                   \
+                                                _mw_sp_##task._mw_fr._mw_body(_c, _mw_kbase), mw_bits_tag())) \
+                               : _mw_sp_##task._mw_f)
 /* The instances of a bulk task that its spawner runs here, one after the other (the generated
  * mw_spawn_now_bulk__T, as many as mw_alone allows): every instance runs, as on the workers,
  * and the first failure is the task's. */
@@ -713,10 +775,10 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 /* ---- what task bodies write --------------------------------------------------------------- */
 /* _mw_kbase: the kind of the program's first task (a body's parameter): a program's tasks have
  * consecutive kinds, so its compiled code does not depend on them */
-#define spawn(task, ...) mw_spawn__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
+#define spawn(task, ...) MW_SPAWN_EXPR(task, mw_spawn__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
-#define _MWsn(task, ...) mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__)
+#define _MWsn(task, ...) MW_SPAWN_EXPR(task, mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
 #define _MWsn_bulk(task, n, ...) mw_spawn_now_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 #define value(f) mw_value(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
