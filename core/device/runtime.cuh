@@ -253,10 +253,30 @@ __device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which,
   mw_count_in(c, MW_WS(c), kind, which, n);
 }
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
+/* The runs of a kind that mw_count_ran kept in the context (MW_COUNT_IN_CTX), into the warp's
+ * counters; and whether the warp has counts its rows lack. Lane 0. */
+#ifdef MW_COUNT_IN_CTX
+__device__ __forceinline__ void mw_fold_ran(mw_ctx *c) {
+  if (!c->ran_n) return;
+  mw_count_in(c, MW_WS(c), c->ran_kind, 0u, c->ran_n);
+  mw_count_in(c, MW_WS(c), c->ran_kind, 1u, c->ran_n);
+  c->ran_n = 0;
+}
+__device__ __noinline__ void mw_count_ran_switch(mw_ctx *c, mw_u32 kind) {
+  mw_fold_ran(c);
+  c->ran_kind = kind;
+  c->ran_n = 1;
+}
+__device__ __forceinline__ bool mw_counts_dirty(const mw_ctx *c, const mw_wstate *ws) { return ws->dirty || c->ran_n; }
+#else
+__device__ __forceinline__ void mw_fold_ran(mw_ctx *) {}
+__device__ __forceinline__ bool mw_counts_dirty(const mw_ctx *, const mw_wstate *ws) { return ws->dirty != 0u; }
+#endif
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for; a retag's
  * exchanges excepted). */
 __device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
   mw_wstate *ws = MW_WS(c);
+  mw_fold_ran(c);
   for (mw_u32 m = ws->dirty; m; m &= m - 1) mw_flush_entry(c, ws, (mw_u32)(__ffs((int)m) - 1));
   ws->dirty = 0;
   if (ws->frames_taken) mw_add64(&c->gw->frames_taken, ws->frames_taken);
@@ -1417,7 +1437,7 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
 #ifdef MW_ELIDE
   c->hungry_seen = hungry > c->hungry_max;
   /* a long elided call counts its calls as it goes, as an idle warp would */
-  if (c->elide && c->lane == 0 && ws->dirty) mw_flush_counts(c);
+  if (c->elide && c->lane == 0 && mw_counts_dirty(c, ws)) mw_flush_counts(c);
   __syncwarp();
 #endif
   if (hungry) mw_publish_aged(c);
@@ -2236,7 +2256,7 @@ __device__ __noinline__ bool mw_suspend(mw_ctx *c) {
     fh->await_f[0] = L->bad;
     mw_kids_forget(c, c->d); /* its children's results stay in their slots */
     /* what it ran inline so far is counted before it may be woken and complete elsewhere */
-    if (ws->dirty) mw_flush_counts(c);
+    if (mw_counts_dirty(c, ws)) mw_flush_counts(c);
     const mw_u64 *aw = (const mw_u64 *)(c->stk + mw_await_off(c));
     mw_u32 n = L->naw - L->cur;
     mw_u64 ep = mw_ld64(&fh->join) & 0xffffffff00000000ull;
@@ -3192,7 +3212,7 @@ __device__ bool mw_stop_barrier(mw_state *st) {
 __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
   c->yield = 0;
   c->nest = 0;
-  if (c->lane == 0 && MW_WS(c)->dirty) mw_flush_counts(c); /* what ran before, for the host */
+  if (c->lane == 0 && mw_counts_dirty(c, MW_WS(c))) mw_flush_counts(c); /* what ran before, for the host */
   if (rec) {
     mw_u32 bf = MW_NONE;
     if (c->lane == 0 && (rec->flags & MW_RF_BULK)) { /* a bulk task nobody joined: its reference is ours */
@@ -3271,6 +3291,10 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_due = 0;
   c.take_w = 2;
   c.ran = 0;
+#ifdef MW_COUNT_IN_CTX
+  c.ran_kind = MW_NONE;
+  c.ran_n = 0;
+#endif
   c.kind = 0;
   c.off = 0;
   c.trace_gen = 0;
@@ -3383,7 +3407,7 @@ __device__ void mw_executor(mw_state *st) {
           atomicAdd(&st->hungry, 1u);
         }
         mw_wstate *ws = MW_WS(&c); /* and its counters up to date */
-        if (ws->dirty || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
+        if (mw_counts_dirty(&c, ws) || ws->frames_taken || ws->frames_freed || ws->steals) mw_flush_counts(&c);
         else if (c.gw->queued) mw_flush_counts(&c); /* its snapshot of queued records too */
       }
       if (poller && MW_GLOBALTIMER() - hot < MW_POLL_HOT_NS) continue; /* no nap while the host is at work */

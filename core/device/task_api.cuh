@@ -144,6 +144,11 @@ struct mw_ctx {
   mw_u32 hungry_max;  /* MW_ELIDE_HUNGRY_OF(the workers) */
   mw_u32 elide_gen;   /* MW_ELIDE_GEN_OF(the workers): a younger task elides none of its spawns */
 #endif
+#ifdef MW_COUNT_IN_CTX
+  /* lane 0: tasks of kind ran_kind that ran at their spawn (mw_count_ran), ran_n of them not yet
+   * in the warp's counters; mw_flush_counts adds them first */
+  mw_u32 ran_kind, ran_n;
+#endif
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
@@ -414,7 +419,18 @@ __device__ __forceinline__ void mw_count_in(mw_ctx *c, mw_wstate *ws, mw_u32 kin
   ws->cnt[e][which] += n;
   ws->dirty |= 1u << e;
 }
-/* Counts a task of kind as spawned and completed at once (a child run at its spawn). Lane 0. */
+/* Counts a task of kind as spawned and completed at once (a child run at its spawn). Lane 0.
+ * MW_COUNT_IN_CTX (a variant, bench/NOTES.md "the hop's flags in two loads"): in the context
+ * while the kind is the last one counted so (a chain or an elided subtree counts one kind again
+ * and again), else through mw_count_ran_switch. */
+#ifdef MW_COUNT_IN_CTX
+__device__ __noinline__ void mw_count_ran_switch(mw_ctx *c, mw_u32 kind);
+__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
+  (void)ws;
+  if (c->ran_kind == kind) ++c->ran_n;
+  else mw_count_ran_switch(c, kind);
+}
+#else
 __device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
   const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
   if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
@@ -422,6 +438,7 @@ __device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 ki
   ws->cnt[e][1] += 1u;
   ws->dirty |= 1u << e;
 }
+#endif
 /* The key of a spawn for the sim's convergence check: its kind and argument bytes. */
 __device__ __forceinline__ mw_u64 mw_spawn_key(mw_u32 kind, const void *args, mw_u32 args_bytes) {
   mw_u64 key = kind;
