@@ -251,20 +251,28 @@ static int next_ident(const mw__parsed *p, const mw__task *t, size_t *i, size_t 
   return 0;
 }
 
-/* The task of p that 'spawn' at offset at of t's body names ('spawn (name,'), or -1. */
-static int spawn_target(const mw__parsed *p, const mw__task *t, size_t at) {
+/* The name that 'spawn' at offset at of t's body names ('spawn (name,'): its length, its offset
+ * in *name; 0 if none. */
+static size_t spawn_name(const mw__parsed *p, const mw__task *t, size_t at, size_t *name) {
   const char *s = p->src;
   size_t i = at + 5;
   while (i < t->body_end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
-  if (s[i] != '(') return -1;
+  if (s[i] != '(') return 0;
   ++i;
   while (i < t->body_end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
   size_t j = i;
   while (j < t->body_end && (s[j] == '_' || (s[j] >= 'a' && s[j] <= 'z') || (s[j] >= 'A' && s[j] <= 'Z') ||
                              (s[j] >= '0' && s[j] <= '9')))
     ++j;
-  for (int k = 0; k < p->ntasks; ++k)
-    if (strlen(p->tasks[k].name) == j - i && !memcmp(s + i, p->tasks[k].name, j - i)) return k;
+  *name = i;
+  return j - i;
+}
+
+/* The task of p that 'spawn' at offset at of t's body names, or -1. */
+static int spawn_target(const mw__parsed *p, const mw__task *t, size_t at) {
+  size_t name, len = spawn_name(p, t, at, &name);
+  for (int k = 0; k < p->ntasks && len; ++k)
+    if (strlen(p->tasks[k].name) == len && !memcmp(p->src + name, p->tasks[k].name, len)) return k;
   return -1;
 }
 
@@ -486,42 +494,28 @@ static void put_copy_out(mw__sb *b, const char *n, size_t len) {
 }
 
 /* The mw_spawned of each task that t's body spawns (spawn or spawn-now: task_api.cuh,
- * MW_SPAWN_EXPR), once a task, before the body's switch; a name that is no task of the program
+ * MW_SPAWN_EXPR), once a name, before the body's switch; a name that is no task of the program
  * gets an int, so that the compiler's first word on it is the spawn function it lacks. */
-static int id_char(char c);
 static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
-  unsigned char *seen = calloc((size_t)p->ntasks + 1, 1);
   size_t i = t->body_start, at, len;
-  char unknown[64][64];
-  int nunknown = 0;
   while (next_ident(p, t, &i, &at, &len)) {
-    if (len != 5 || memcmp(p->src + at, "spawn", 5)) continue;
-    int k = spawn_target(p, t, at);
-    if (k >= 0) {
-      if (seen && !seen[k])
-        mw__sb_printf(b, "  [[maybe_unused]] mw_spawned<mw_frame_%s, mw_frame_%s::_mw_self> _mw_sp_%s;\n",
-                      p->tasks[k].name, p->tasks[k].name, p->tasks[k].name);
-      if (seen) seen[k] = 1;
-      continue;
+    size_t name, nlen;
+    if (len != 5 || memcmp(p->src + at, "spawn", 5) || !(nlen = spawn_name(p, t, at, &name))) continue;
+    const char *n = p->src + name;
+    int named_before = 0; /* by an earlier spawn of the body */
+    size_t j = t->body_start, at2, len2;
+    while (!named_before && next_ident(p, t, &j, &at2, &len2) && at2 < at) {
+      size_t name2;
+      named_before = len2 == 5 && !memcmp(p->src + at2, "spawn", 5) && spawn_name(p, t, at2, &name2) == nlen &&
+                     !memcmp(p->src + name2, n, nlen);
     }
-    /* not a task of the program: the name after 'spawn (' as written, if any */
-    const char *s = p->src;
-    size_t q = at + 5;
-    while (q < t->body_end && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
-    if (s[q] != '(') continue;
-    ++q;
-    while (q < t->body_end && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
-    size_t e = q;
-    while (e < t->body_end && id_char(s[e])) ++e;
-    if (e == q || e - q >= sizeof unknown[0] || (s[q] >= '0' && s[q] <= '9')) continue;
-    int dup = 0;
-    for (int u = 0; u < nunknown && !dup; ++u) dup = strlen(unknown[u]) == e - q && !memcmp(unknown[u], s + q, e - q);
-    if (dup || nunknown == 64) continue;
-    memcpy(unknown[nunknown], s + q, e - q);
-    unknown[nunknown][e - q] = 0;
-    mw__sb_printf(b, "  [[maybe_unused]] int _mw_sp_%s;\n", unknown[nunknown++]);
+    if (named_before) continue;
+    if (spawn_target(p, t, at) >= 0)
+      mw__sb_printf(b, "  [[maybe_unused]] mw_spawned<mw_frame_%.*s, mw_frame_%.*s::_mw_self> _mw_sp_%.*s;\n",
+                    (int)nlen, n, (int)nlen, n, (int)nlen, n);
+    else if (!(*n >= '0' && *n <= '9'))
+      mw__sb_printf(b, "  [[maybe_unused]] int _mw_sp_%.*s;\n", (int)nlen, n);
   }
-  free(seen);
 }
 
 /* A task body: its state machine (a switch over its resume points) in a member function of its
