@@ -42,6 +42,51 @@ support.each_backend(function(backend)
   end)
 end)
 
+-- A void task runs in place as a task with a result does: its spawns nest (so a depth past the
+-- stack fails as down's does), its side effects all happen, and its counts add up.
+local VOID = [[
+task void vdown(int *hits, int n) {
+  local future f;
+  if (lane == 0) atomicAdd(hits, 1);
+  if (n == 0) return;
+  f = spawn(vdown, hits, n - 1);
+  await(f);
+}
+task void vtree(int *hits, int d) {
+  local future a, b;
+  if (lane == 0) atomicAdd(hits, 1);
+  if (d == 0) return;
+  a = spawn(vtree, hits, d - 1);
+  b = spawn(vtree, hits, d - 1);
+  await_all(a, b);
+}
+]]
+
+support.each_backend(function(backend)
+  describe("a void task's spawns run in place", function()
+    it("nest, do all their work and count as tasks", function()
+      local rt = support.runtime(backend, { workers = 1 })
+      local p = support.compile(rt, VOID, "void.cu")
+      local hits = rt:buffer("int", 1)
+      hits:write { 0 }
+      p.vtree(hits, 12):await(60)
+      assert.equals(8191, hits:read()[1]) -- 2^13 - 1 calls, each once
+      hits:write { 0 }
+      local err = support.error_of(function() return p.vdown(hits, 100000):await(60) end)
+      assert.truthy(err and err:find("spawns nested too deep for the executor's stack", 1, true), tostring(err))
+      hits:write { 0 }
+      p.vdown(hits, 12):await(30)
+      assert.equals(13, hits:read()[1])
+      support.wait_for("the counters to settle", function()
+        local st = rt:stats()
+        return st.spawned == st.completed + st.failed + st.cancelled
+      end)
+      assert.is_true(rt:stats().completed >= 8191 + 13)
+      rt:close()
+    end)
+  end)
+end)
+
 -- The budget is the option's on cuda (sim's lanes use 96 KiB whatever it says): a depth that a
 -- 4 KiB stack cannot take, a 64 KiB one can.
 describe("cuda #gpu", function()
