@@ -186,7 +186,7 @@ struct mw_runtime {
   uint64_t launches, last_heartbeat;
   double heartbeat_seen; /* when last_heartbeat was first read */
   const volatile int *interrupt; /* mw_runtime_set_interrupt: waits end with MW_EINTR when set */
-  /* mw_runtime_fd's watcher (runtime.c); NULL until the first call. While it runs, the host
+  /* mw_runtime_fd's watcher (watch.c); NULL until the first call. While it runs, the host
    * thread publishes where it stands for it: comp_head once a poll moved it, the spawns made. */
   struct mw__watch *watch;
   _Atomic uint64_t comp_head_pub, spawned_pub;
@@ -208,5 +208,21 @@ void mw__relaunch_after_alloc(mw_runtime *rt);
 /* The line of the user's file that line of the running image's code of task kind is (a line
  * that the executor reports, as an await's resume point). */
 int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line);
+
+/* A completion record as the host reads it (protocol.h, completion ring; runtime.c reads it
+ * whole or not at all: mw__comp_read returns whether ticket t's has arrived). */
+typedef struct mw__comp_rec {
+  uint64_t fut, value;
+  uint32_t status, rtype, kind;
+  int32_t code;
+} mw__comp_rec;
+int mw__comp_read(const mw_runtime *rt, uint64_t t, mw__comp_rec *r);
+
+/* watch.c, the completion fd's watcher: told of a spawn and of a poll's drain (both only where
+ * rt->watch is set), of a fault (the fd stays readable), and stopped at close. */
+void mw__watch_spawned(mw_runtime *rt);
+void mw__watch_drain(mw_runtime *rt);
+void mw__watch_break(struct mw__watch *w);
+void mw__watch_stop(mw_runtime *rt);
 
 #endif

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -560,9 +559,6 @@ MW_API int mw_runtime_faulted(const mw_runtime *rt) {
 }
 
 static void hslot_settle(mw_runtime *rt, uint32_t s);
-static void watch_signal(struct mw__watch *w);
-static void watch_break(struct mw__watch *w);
-static void watch_stop(mw_runtime *rt);
 
 /* Fails every host future still pending with code/message. */
 static void fail_pending(mw_runtime *rt, int status, const char *msg) {
@@ -603,7 +599,7 @@ static void mark_fault(mw_runtime *rt, int code, const char *what) {
   if (rt->faulted) return;
   rt->faulted = code;
   rt->running = 0;
-  if (rt->watch) watch_break(rt->watch); /* an event loop polls and finds every await failed */
+  if (rt->watch) mw__watch_break(rt->watch); /* an event loop polls and finds every await failed */
   char msg[sizeof rt->err + 64];
   snprintf(msg, sizeof msg, "%s: %s", what, rt->err);
   fail_pending(rt, MW_EFAULT, msg);
@@ -683,7 +679,7 @@ static void program_free(mw_program *p) {
 MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   MW_NOT_NULL(rt, "mw_runtime_close");
   tier_abandon(rt);
-  watch_stop(rt); /* before the ring it reads goes */
+  mw__watch_stop(rt); /* before the ring it reads goes */
   if (deadline_s <= 0) deadline_s = 10.0;
   int rc = stop_executor(rt, deadline_s);
   if (rc == MW_ETIMEDOUT) {
@@ -1249,14 +1245,8 @@ static void release_holds(mw_runtime *rt, mw__hslot *h) {
 }
 
 /* ---- the completion ring's records (protocol.h, LL words; completion ring) ----------------- */
-typedef struct comp_rec {
-  uint64_t fut, value;
-  uint32_t status, rtype, kind;
-  int32_t code;
-} comp_rec;
-
 /* Reads the completion of ticket t into *r if it has arrived whole; returns whether it has. */
-static int comp_read(const mw_runtime *rt, uint64_t t, comp_rec *r) {
+int mw__comp_read(const mw_runtime *rt, uint64_t t, mw__comp_rec *r) {
   const mw_comp_cell *c = &rt->comp[t & (rt->comp_cap - 1)];
   uint32_t d[MW_COMP_WORDS], flag = MW_LL_FLAG(t);
   for (unsigned k = 0; k < MW_COMP_WORDS; ++k) {
@@ -1273,7 +1263,7 @@ static int comp_read(const mw_runtime *rt, uint64_t t, comp_rec *r) {
   return 1;
 }
 
-static void set_result(mw_runtime *rt, mw__hslot *h, const comp_rec *c, const char *cmsg) {
+static void set_result(mw_runtime *rt, mw__hslot *h, const mw__comp_rec *c, const char *cmsg) {
   mw_result *r = &h->res;
   memset(r, 0, sizeof *r);
   r->status = c->status == MW_ST_OK ? MW_OK : c->status == MW_ST_CANCELLED ? MW_ECANCELED
@@ -1310,7 +1300,6 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const comp_rec *c, const ch
   }
 }
 
-static void watch_drain(mw_runtime *rt);
 static int check_alive(mw_runtime *rt);
 
 /* Processes the completions that have arrived; returns how many. */
@@ -1318,8 +1307,8 @@ static int poll_ring(mw_runtime *rt) {
   int n = 0;
   if (!rt->comp) return 0;
   for (;;) {
-    comp_rec rec, *c = &rec;
-    if (!comp_read(rt, rt->comp_head, c)) break;
+    mw__comp_rec rec, *c = &rec;
+    if (!mw__comp_read(rt, rt->comp_head, c)) break;
     uint32_t s = MW_FUT_SLOT(c->fut), gen = MW_FUT_GEN(c->fut);
     if (s < rt->host_slots && rt->hs[s].gen == gen && rt->hs[s].state == MW_ST_PENDING) {
       mw__hslot *h = &rt->hs[s];
@@ -1335,9 +1324,9 @@ static int poll_ring(mw_runtime *rt) {
   }
   if (rt->watch) {
     /* where it stands first, then the drain: a watcher that finds the fd drained reads a head
-     * past what was processed here (the completion fd, below) */
+     * past what was processed here (watch.c) */
     if (n) atomic_store(&rt->comp_head_pub, rt->comp_head);
-    watch_drain(rt);
+    mw__watch_drain(rt);
   }
   return n;
 }
@@ -1691,7 +1680,6 @@ static void note_holds(mw_runtime *rt, const mw__task *t, const mw_value *args, 
   }
 }
 
-static void watch_spawned(mw_runtime *rt);
 
 /* Checks what every spawn of one call shares: the program, the task, the argument count and
  * the runtime's state. Returns the task, or NULL with *rc set. */
@@ -1750,7 +1738,7 @@ static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t
   rt->inbox_tail = tk + 1;
   rt->host_spawned++;
   rt->in_flight++;
-  if (rt->watch) watch_spawned(rt);
+  if (rt->watch) mw__watch_spawned(rt);
   if (out) *out = f;
   return 0;
 }
@@ -1870,197 +1858,6 @@ MW_API int mw_future_await_any(mw_runtime *rt, const mw_future *fs, int n, doubl
       return rc;
     }
   }
-}
-
-/* ---- the completion fd (mw_runtime_fd) ----------------------------------------------------
- * A watcher thread looks at the completion ring where the host thread last left it and, when a
- * completion waits there, writes the eventfd and sets armed. It only reads: the cell, and
- * the positions the host thread publishes (comp_head_pub after a poll, spawned_pub after a
- * spawn). The host thread drains the eventfd at the end of each poll when armed is set. The
- * watcher sets armed before it writes, so a poll that the write wakes finds it set and drains;
- * after the write it checks that no poll came in between (armed still set, the head where it
- * was), and otherwise takes its signal back (reads the fd, clears armed) and looks again after
- * its shortest nap: the fd is never left readable with armed clear, a completion that comes
- * after a drain is signalled anew, and the fd is readable with nothing to process only for the
- * moment between such a write and its taking back. A poll publishes its head before it drains,
- * and the watcher reads armed before the head: when it finds armed clear, the head it reads is
- * as fresh as the drain. The
- * watcher naps WATCH_NAP_MIN_NS after a spawn or a drain, twice as long each time it finds
- * nothing up to WATCH_NAP_MAX_NS, and WATCH_IDLE_NS when every spawn has completed; before a nap
- * of WATCH_DEEP_NS or more it says so (deep), and a spawn or a drain then wakes it. */
-#define WATCH_NAP_MIN_NS 20000L
-#define WATCH_NAP_MAX_NS 1000000L
-#define WATCH_IDLE_NS 50000000L
-#define WATCH_DEEP_NS 200000L
-
-typedef struct mw__watch {
-  mw_runtime *rt;
-  int fd;
-  pthread_t tid;
-  pthread_mutex_t lock;
-  pthread_cond_t cond; /* CLOCK_MONOTONIC */
-  int stop;            /* under lock */
-  _Atomic int armed;   /* the fd was written and not drained yet */
-  _Atomic int deep;    /* the watcher naps long: wake it on news */
-  _Atomic int broken;  /* the runtime faulted: the fd stays readable, nothing drains it */
-} mw__watch;
-
-static void watch_wake(mw__watch *w) {
-  pthread_mutex_lock(&w->lock);
-  atomic_store(&w->deep, 0);
-  pthread_cond_signal(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-}
-
-static void watch_spawned(mw_runtime *rt) {
-  atomic_store(&rt->spawned_pub, rt->host_spawned);
-  if (atomic_load(&rt->watch->deep)) watch_wake(rt->watch);
-}
-
-static void watch_drain(mw_runtime *rt) {
-  mw__watch *w = rt->watch;
-  /* a broken runtime's fd stays readable: every look of a poller finds the news */
-  if (atomic_load(&w->broken) || !atomic_load_explicit(&w->armed, memory_order_acquire)) return;
-  uint64_t count;
-  if (read(w->fd, &count, sizeof count) < 0 && errno != EAGAIN) return;
-  atomic_store(&w->armed, 0);
-  if (atomic_load(&w->deep)) watch_wake(w);
-}
-
-/* Makes the fd readable (a completion waits, or the runtime broke). Either thread. armed goes
- * up first: a poll that the write wakes finds it up and drains. */
-static void watch_signal(mw__watch *w) {
-  uint64_t one = 1;
-  atomic_store(&w->armed, 1);
-  if (write(w->fd, &one, sizeof one) < 0 && errno != EAGAIN) atomic_store(&w->armed, 0);
-}
-
-/* Makes the fd readable for good: the runtime is broken (either thread). */
-static void watch_break(mw__watch *w) {
-  atomic_store(&w->broken, 1);
-  watch_signal(w);
-}
-
-static void *watch_main(void *arg) {
-  mw__watch *w = arg;
-  mw_runtime *rt = w->rt;
-  long nap = WATCH_NAP_MIN_NS;
-  pthread_mutex_lock(&w->lock);
-  while (!w->stop) {
-    pthread_mutex_unlock(&w->lock);
-    int armed = atomic_load(&w->armed);
-    uint64_t head = atomic_load(&rt->comp_head_pub);
-    uint64_t spawned = atomic_load(&rt->spawned_pub);
-    comp_rec rec;
-    int waiting = comp_read(rt, head, &rec);
-    long next;
-    if (waiting && !armed) {
-      watch_signal(w);
-      armed = 1;
-      if (!atomic_load(&w->armed) || atomic_load(&rt->comp_head_pub) != head) {
-        /* the host thread polled meanwhile (on its own, or woken by the write before it was
-         * done): it consumed, or drained before the write. Take the signal back, so that the fd
-         * is never left readable with armed down; the next look, a short nap away, signals
-         * what still waits. */
-        uint64_t count;
-        if (!atomic_load(&w->broken) && (read(w->fd, &count, sizeof count) >= 0 || errno == EAGAIN)) {
-          atomic_store(&w->armed, 0);
-          armed = 0;
-        }
-        if (atomic_load(&w->broken)) watch_signal(w); /* broken meanwhile: readable again */
-      }
-      next = nap = WATCH_NAP_MIN_NS;
-    } else if (!waiting && head == spawned) {
-      next = WATCH_IDLE_NS; /* nothing in flight: a spawn wakes it */
-      nap = WATCH_NAP_MIN_NS;
-    } else {
-      next = nap; /* in flight, or signalled and not drained yet */
-      if (nap < WATCH_NAP_MAX_NS) nap = nap * 2 < WATCH_NAP_MAX_NS ? nap * 2 : WATCH_NAP_MAX_NS;
-    }
-    pthread_mutex_lock(&w->lock);
-    if (w->stop) break;
-    if (next >= WATCH_DEEP_NS) {
-      atomic_store(&w->deep, 1);
-      /* news between the look and here would not have woken it: look again at once */
-      if (atomic_load(&rt->spawned_pub) != spawned || atomic_load(&w->armed) != armed) {
-        atomic_store(&w->deep, 0);
-        nap = WATCH_NAP_MIN_NS;
-        continue;
-      }
-    }
-    struct timespec at;
-    clock_gettime(CLOCK_MONOTONIC, &at);
-    at.tv_nsec += next;
-    at.tv_sec += at.tv_nsec / 1000000000L;
-    at.tv_nsec %= 1000000000L;
-    while (!w->stop && (next < WATCH_DEEP_NS || atomic_load(&w->deep)) &&
-           pthread_cond_timedwait(&w->cond, &w->lock, &at) == 0) {
-    }
-    if (!atomic_load(&w->deep) && next >= WATCH_DEEP_NS) nap = WATCH_NAP_MIN_NS; /* woken */
-    atomic_store(&w->deep, 0);
-  }
-  pthread_mutex_unlock(&w->lock);
-  return NULL;
-}
-
-/* Stops the watcher (at once: it waits on a condition variable) and closes the fd. */
-static void watch_stop(mw_runtime *rt) {
-  mw__watch *w = rt->watch;
-  if (!w) return;
-  pthread_mutex_lock(&w->lock);
-  w->stop = 1;
-  pthread_cond_signal(&w->cond);
-  pthread_mutex_unlock(&w->lock);
-  pthread_join(w->tid, NULL);
-  close(w->fd);
-  pthread_cond_destroy(&w->cond);
-  pthread_mutex_destroy(&w->lock);
-  rt->watch = NULL;
-  free(w);
-}
-
-MW_API int mw_runtime_fd(mw_runtime *rt, int *fd) {
-  MW_NOT_NULL(fd, "mw_runtime_fd");
-  MW_NOT_NULL(rt, "mw_runtime_fd");
-  if (rt->watch) {
-    *fd = rt->watch->fd;
-    return 0;
-  }
-  mw__watch *w = calloc(1, sizeof *w);
-  if (!w) return MW_ENOMEM;
-  w->rt = rt;
-  w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (w->fd < 0) {
-    mw__rt_error(rt, "mw_runtime_fd: eventfd: %s", strerror(errno));
-    free(w);
-    return MW_EIO;
-  }
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cond, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_mutex_init(&w->lock, NULL);
-  atomic_store(&rt->comp_head_pub, rt->comp_head);
-  atomic_store(&rt->spawned_pub, rt->host_spawned);
-  if (rt->faulted) watch_break(w); /* a broken runtime has news for its poller at once */
-  /* the watcher takes no signal: they are for the threads that wait (Ctrl-C) */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&w->tid, NULL, watch_main, w);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc) {
-    mw__rt_error(rt, "mw_runtime_fd: cannot start the watcher thread: %s", strerror(rc));
-    close(w->fd);
-    pthread_cond_destroy(&w->cond);
-    pthread_mutex_destroy(&w->lock);
-    free(w);
-    return MW_EIO;
-  }
-  rt->watch = w;
-  *fd = w->fd;
-  return 0;
 }
 
 MW_API int mw_future_cancel(mw_runtime *rt, mw_future f, double timeout_s) {
