@@ -494,8 +494,8 @@ static void put_copy_out(mw__sb *b, const char *n, size_t len) {
 }
 
 /* The mw_spawned of each task that t's body spawns (spawn or spawn-now: task_api.cuh,
- * MW_SPAWN_EXPR), once a name, before the body's switch; a name that is no task of the program
- * gets an int, so that the compiler's first word on it is the spawn function it lacks. */
+ * MW_SPAWN_EXPR), once a task, before the body's switch (the parser has checked that every
+ * spawn names a task of the program). */
 static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
   size_t i = t->body_start, at, len;
   while (next_ident(p, t, &i, &at, &len)) {
@@ -509,12 +509,9 @@ static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
       named_before = len2 == 5 && !memcmp(p->src + at2, "spawn", 5) && spawn_name(p, t, at2, &name2) == nlen &&
                      !memcmp(p->src + name2, n, nlen);
     }
-    if (named_before) continue;
-    if (spawn_target(p, t, at) >= 0)
+    if (!named_before)
       mw__sb_printf(b, "  [[maybe_unused]] mw_spawned<mw_frame_%.*s, mw_frame_%.*s::_mw_self> _mw_sp_%.*s;\n",
                     (int)nlen, n, (int)nlen, n, (int)nlen, n);
-    else if (!(*n >= '0' && *n <= '9'))
-      mw__sb_printf(b, "  [[maybe_unused]] int _mw_sp_%.*s;\n", (int)nlen, n);
   }
 }
 
