@@ -279,7 +279,8 @@ static int spawn_target(const mw__parsed *p, const mw__task *t, size_t at) {
 /* Self-contained tasks (MW_ELIDE, task_api.cuh: an elided call): a body that can finish as a
  * plain call once every task it spawns is called in turn, so that none of its awaits can find a
  * future still pending. t takes and returns no future, names no 'future' of its own (its futures
- * are 'local's, which the parsed source has blanked out), no spawn_bulk and no cancel, and every
+ * are 'local's, which the parsed source has blanked out), no spawn_bulk and no cancel, names
+ * each of its locals (an array's name, not a function pointer's declarator), and every
  * task it spawns is a task of this program that is self-contained too (a fixed point). malloc'd,
  * one byte per task; NULL when out of memory (then none is). */
 static unsigned char *self_contained(const mw__parsed *p) {
@@ -290,6 +291,11 @@ static unsigned char *self_contained(const mw__parsed *p) {
     const mw__task *t = &p->tasks[k];
     ok[k] = t->ret != MW_T_FUTURE && !body_names(p, t, words, sizeof words / sizeof *words);
     for (int q = 0; q < t->nparams && ok[k]; ++q) ok[k] = t->params[q].type != MW_T_FUTURE;
+    for (int q = 0; q < t->nlocals && ok[k]; ++q) { /* the fast body names each local (put_task_fast) */
+      const char *d = t->locals[q].decl;
+      mw__declarator dc;
+      while (ok[k] && mw__next_declarator(t->locals[q].decl, &d, &dc)) ok[k] = dc.len > 0;
+    }
   }
   for (int changed = 1; changed;) {
     changed = 0;
@@ -357,7 +363,14 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
     put_line(b, at, t->locals[k].line);
     mw__sb_printf(b, "  %s;\n", t->locals[k].decl);
   }
-  mw__sb_puts(b, "  __device__ MW_BODY_ATTR _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n};\n");
+  mw__sb_puts(b, "  __device__ MW_BODY_ATTR _mw_ret_t _mw_body(mw_ctx *_c, mw_u32 _mw_kbase);\n");
+  if (at->self && at->self[local]) /* its fast body, and its call on this frame's arguments (task_api.cuh) */
+    mw__sb_printf(b,
+                  "#ifdef MW_ELIDE\n  __device__ static _mw_ret_t _mw_fast(mw_ctx *_c, mw_u32 _mw_kbase, mw_args_%s _mw_a);\n"
+                  "  __device__ __forceinline__ _mw_ret_t _mw_call(mw_ctx *_c, mw_u32 _mw_kbase) "
+                  "{ return _mw_fast(_c, _mw_kbase, *this); }\n#endif\n",
+                  t->name);
+  mw__sb_puts(b, "};\n");
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",
@@ -427,6 +440,14 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
                     bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
   }
+  if (at->self && at->self[local]) { /* a fast body's spawn takes its arguments here (MW_SPAWN_FAST) */
+    mw__sb_printf(b, "#ifdef MW_ELIDE\n__device__ __forceinline__ mw_args_%s mw_spawn_fast__%s(mw_ctx *, mw_u32, int",
+                  t->name, t->name);
+    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
+    mw__sb_printf(b, ") {\n  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
+    for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+    mw__sb_puts(b, "  return _mw_a;\n}\n#endif\n");
+  }
 }
 
 /* Whether task t's body names one of words[0..n) as a word outside comments and literals. */
@@ -495,8 +516,9 @@ static void put_copy_out(mw__sb *b, const char *n, size_t len) {
 
 /* The mw_spawned of each task that t's body spawns (spawn or spawn-now: task_api.cuh,
  * MW_SPAWN_EXPR), once a task, before the body's switch (the parser has checked that every
- * spawn names a task of the program). */
-static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+ * spawn names a task of the program); in a fast body (fast), its arguments' value
+ * (MW_SPAWN_FAST). */
+static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t, int fast) {
   size_t i = t->body_start, at, len;
   while (next_ident(p, t, &i, &at, &len)) {
     size_t name, nlen;
@@ -509,7 +531,10 @@ static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
       named_before = len2 == 5 && !memcmp(p->src + at2, "spawn", 5) && spawn_name(p, t, at2, &name2) == nlen &&
                      !memcmp(p->src + name2, n, nlen);
     }
-    if (!named_before)
+    if (named_before) continue;
+    if (fast)
+      mw__sb_printf(b, "  [[maybe_unused]] mw_args_%.*s _mw_fa_%.*s;\n", (int)nlen, n, (int)nlen, n);
+    else
       mw__sb_printf(b, "  [[maybe_unused]] mw_spawned<mw_frame_%.*s, mw_frame_%.*s::_mw_self> _mw_sp_%.*s;\n",
                     (int)nlen, n, (int)nlen, n, (int)nlen, n);
   }
@@ -521,6 +546,7 @@ static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
  * suspend the task: between those they are registers, not the frame's memory, which any store
  * through the context could alias. MW_LOCALS_IN_FRAME: the body works on the frame's
  * members themselves, as before (a variant to compare). */
+static void put_body_text(mw__sb *b, const place *at, const mw__task *t);
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
   mw__sb_puts(b, "#ifdef MW_LOCALS_IN_FRAME\n#define _MW_KEEP() ((void)0)\n#else\n#define _MW_KEEP() (");
@@ -533,9 +559,16 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
                 t->name, t->name);
   for_kept_names(b, t, put_copy_in);
   mw__sb_puts(b, "#endif\n");
-  put_spawn_temps(b, p, t);
+  put_spawn_temps(b, p, t, 0);
   /* a leaf never awaits: it has no resume point but the start */
   mw__sb_printf(b, "  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
+  put_body_text(b, at, t);
+  mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n#undef _MW_KEEP\n");
+}
+
+/* The body's text as written, at the user's lines and columns. */
+static void put_body_text(mw__sb *b, const place *at, const mw__task *t) {
+  const mw__parsed *p = at->p;
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
   size_t col = t->body_start;
@@ -551,7 +584,44 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
     from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
   }
   mw__sb_put(b, p->src + from, t->body_end + 1 - from);
-  mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n#undef _MW_KEEP\n");
+}
+
+/* The fast body of a self-contained task t (task_api.cuh, "the fast body"): the same text with
+ * the words of the task language switched to MW_SPAWN_FAST and MW_AWAIT_FAST (put_program), no
+ * resume points, the parameters from the argument value, the locals from a frame made as an
+ * elided spawn makes it (value-initialized: a local's initializer holds), an array local a
+ * reference into it. */
+static void put_local_fast(mw__sb *b, const char *n, size_t len) {
+  mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_fr.%.*s) %.*s = _mw_fr.%.*s;\n", (int)len, n, (int)len, n,
+                (int)len, n);
+}
+static void put_task_fast(mw__sb *b, const place *at, const mw__task *t) {
+  const mw__parsed *p = at->p;
+  mw__sb_printf(b,
+                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_fast(mw_ctx *_c, mw_u32 _mw_kbase, mw_args_%s _mw_a) {\n"
+                "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n",
+                t->name, t->name, t->name);
+  for (int k = 0; k < t->nparams; ++k)
+    if (!name_taken(t->params[k].name, strlen(t->params[k].name)))
+      mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_a.%s) %s = _mw_a.%s;\n", t->params[k].name,
+                    t->params[k].name, t->params[k].name);
+  if (t->nlocals) mw__sb_printf(b, "  mw_frame_%s _mw_fr = mw_frame_%s();\n", t->name, t->name);
+  for (int k = 0; k < t->nlocals; ++k) {
+    const char *d = t->locals[k].decl;
+    mw__declarator dc;
+    while (mw__next_declarator(t->locals[k].decl, &d, &dc)) {
+      if (name_taken(dc.name, dc.len)) continue;
+      if (dc.plain)
+        put_local_fast(b, dc.name, dc.len);
+      else
+        mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_fr.%.*s) &%.*s = _mw_fr.%.*s;\n", (int)dc.len, dc.name,
+                      (int)dc.len, dc.name, (int)dc.len, dc.name);
+    }
+  }
+  put_spawn_temps(b, p, t, 1);
+  put_body_text(b, at, t);
+  mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
 
 /* The integer types protocol.h expects from its includer, as the device has them (builtin types:
@@ -628,8 +698,20 @@ static void put_program(mw__sb *b, const place *at, int one_unit) {
   unsigned char *self = self_contained(p);
   with.self = self;
   for (int k = 0; k < p->ntasks; ++k) put_task_decls(b, &with, &p->tasks[k]);
-  free(self);
   for (int k = 0; k < p->ntasks; ++k) put_task_body(b, at, &p->tasks[k]);
+  int nfast = 0;
+  for (int k = 0; self && k < p->ntasks; ++k) nfast += self[k];
+  if (nfast) { /* the fast bodies, with the words of the task language switched (task_api.cuh) */
+    mw__sb_puts(b, "#ifdef MW_ELIDE\n#undef MW_SPAWN_SEL\n#undef MW_SPAWN_NOW_SEL\n#undef MW_AWAIT_SEL\n"
+                   "#define MW_SPAWN_SEL MW_SPAWN_FAST\n#define MW_SPAWN_NOW_SEL MW_SPAWN_FAST\n"
+                   "#define MW_AWAIT_SEL MW_AWAIT_FAST\n");
+    for (int k = 0; k < p->ntasks; ++k)
+      if (self[k]) put_task_fast(b, at, &p->tasks[k]);
+    mw__sb_puts(b, "#undef MW_SPAWN_SEL\n#undef MW_SPAWN_NOW_SEL\n#undef MW_AWAIT_SEL\n"
+                   "#define MW_SPAWN_SEL MW_SPAWN_REAL\n#define MW_SPAWN_NOW_SEL MW_SPAWN_NOW_REAL\n"
+                   "#define MW_AWAIT_SEL MW_AWAIT_\n#endif\n");
+  }
+  free(self);
   mw__sb_printf(b, "\n#line 1 \"<moonwarp>\"\n} /* namespace mw_%s */\n", at->tag);
   put_undefs(b, p); /* what follows is the runtime's: the program's defines do not reach it */
   if (one_unit) return; /* the link part reads the frames and calls the bodies itself */
@@ -858,10 +940,10 @@ static const char *skip_items(const char *s, int n) {
 }
 
 /* The task's name in a generated spawn function's name at s (mw_spawn__f, mw_spawn_bulk__f,
- * mw_spawn_now__f), *bulk set for spawn_bulk; NULL if s names none. */
+ * mw_spawn_now__f, mw_spawn_fast__f), *bulk set for spawn_bulk; NULL if s names none. */
 static const char *spawn_fn_task(const char *s, int *bulk) {
-  static const char *const prefixes[] = {"mw_spawn__", "mw_spawn_bulk__", "mw_spawn_now__"};
-  for (int k = 0; k < 3; ++k)
+  static const char *const prefixes[] = {"mw_spawn__", "mw_spawn_bulk__", "mw_spawn_now__", "mw_spawn_fast__"};
+  for (int k = 0; k < 4; ++k)
     if (starts(s, prefixes[k])) {
       *bulk = k == 1;
       return s + strlen(prefixes[k]);
@@ -964,6 +1046,47 @@ static void put_user_line(mw__sb *b, const char *s, const char *end) {
   }
 }
 
+/* Whether the n bytes at l start with a digit count and " error(s) detected." */
+static int is_tally(const char *l, size_t n) {
+  size_t i = 0;
+  while (i < n && l[i] >= '0' && l[i] <= '9') ++i;
+  return i > 0 && ((n - i == 16 && !memcmp(l + i, " error detected.", 16)) ||
+                   (n - i == 17 && !memcmp(l + i, " errors detected.", 17)));
+}
+
+/* The user's log (n bytes at log) with each message once: a task's fast body (put_task_fast) is
+ * its text compiled a second time, so every message about the text comes twice. A message is
+ * a line that is no excerpt (indented) and no note on the one before (": note:", "note: it is
+ * parameter"); one seen before is left out with its excerpt and notes. NVRTC's tally of errors
+ * is counted again. malloc'd; NULL when out of memory. */
+static char *once_each(const char *log, size_t n) {
+  mw__sb o = {0};
+  int dup = 0, errors = 0;
+  for (size_t i = 0; i < n;) {
+    const char *l = log + i, *e = memchr(l, '\n', n - i);
+    size_t len = e ? (size_t)(e - l) : n - i, full = e ? len + 1 : len;
+    i += full;
+    int attached = len && (l[0] == ' ' || l[0] == '\t');
+    attached |= find(l, l + len, ": note:") != NULL;
+    attached |= len >= 21 && !memcmp(l, "note: it is parameter", 21);
+    if (attached) {
+      if (!dup) mw__sb_put(&o, l, full);
+      continue;
+    }
+    if (is_tally(l, len)) {
+      mw__sb_printf(&o, "%d error%s detected.%s", errors, errors == 1 ? "" : "s", e ? "\n" : "");
+      continue;
+    }
+    dup = 0;
+    for (size_t k = 0; k + len <= o.n && !dup; ++k) /* a line of the output so far */
+      dup = (k == 0 || o.s[k - 1] == '\n') && !memcmp(o.s + k, l, len) && (k + len == o.n || o.s[k + len] == '\n');
+    if (dup) continue;
+    errors += find(l, l + len, "error") != NULL && (find(l, l + len, ": error") || find(l, l + len, "): error"));
+    mw__sb_put(&o, l, full);
+  }
+  return mw__sb_take(&o);
+}
+
 char *mw__user_log(const char *log, const char *gen_path) {
   mw__sb b = {0};
   size_t glen = gen_path ? strlen(gen_path) : 0;
@@ -1030,8 +1153,10 @@ char *mw__user_log(const char *log, const char *gen_path) {
       continue;
     }
     const char *mf = find(s, e, "In member function ");
+    if (!mf) mf = find(s, e, "In static member function ");
     const char *body = mf ? find(mf, e, "::_mw_body(mw_ctx*, mw_u32)") : NULL;
-    if (body) { /* In member function ‘... mw_frame_f::_mw_body(mw_ctx*, mw_u32)’: */
+    if (mf && !body) body = find(mf, e, "::_mw_fast(mw_ctx*, mw_u32, ");
+    if (body) { /* In member function ‘... mw_frame_f::_mw_body(mw_ctx*, mw_u32)’: (or _mw_fast) */
       const char *name = body;
       while (name > mf && id_char(name[-1])) --name;
       if (starts(name, "mw_frame_")) {
@@ -1054,7 +1179,10 @@ char *mw__user_log(const char *log, const char *gen_path) {
     mw__sb_puts(&b, "note: value(f) converts to every arithmetic type; where more than one would "
                     "do (a switch, an overloaded function such as max or sqrt) say which with a "
                     "cast, as in (long)value(f)\n");
-  return mw__sb_take(&b);
+  char *once = b.oom ? NULL : once_each(b.s ? b.s : "", b.n);
+  if (!once) return mw__sb_take(&b);
+  mw__sb_free(&b);
+  return once;
 }
 
 /* ---- canonical places in the user's terms ------------------------------------------------ */

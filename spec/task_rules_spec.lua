@@ -237,6 +237,16 @@ local function in_user_terms(log)
     assert.falsy(log:find(g, 1, true), "the log shows " .. g .. ":\n" .. log)
   end
   assert.truthy(log:find("value(f) converts to every arithmetic type", 1, true), log)
+  -- each message once, though a self-contained task's text is compiled twice (its fast body)
+  local seen, errors = {}, 0
+  for line in log:gmatch("[^\n]+") do
+    if line:find("error", 1, true) and not line:find("detected", 1, true) then
+      assert.is_nil(seen[line], "the log says twice " .. line .. ":\n" .. log)
+      seen[line], errors = true, errors + 1
+    end
+  end
+  local tally = log:match("(%d+) errors? detected")
+  if tally then assert.equals(errors, tonumber(tally), log) end
 end
 
 describe("compiler messages #sim", function()

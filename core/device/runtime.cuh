@@ -253,9 +253,8 @@ __device__ __forceinline__ void mw_count_n(mw_ctx *c, mw_u32 kind, mw_u32 which,
   mw_count_in(c, MW_WS(c), kind, which, n);
 }
 __device__ __forceinline__ void mw_count(mw_ctx *c, mw_u32 kind, mw_u32 which) { mw_count_n(c, kind, which, 1u); }
-/* The runs of a kind that mw_count_ran kept in the context (MW_COUNT_IN_CTX), into the warp's
- * counters; and whether the warp has counts its rows lack. Lane 0. */
-#ifdef MW_COUNT_IN_CTX
+/* The runs of a kind that mw_count_ran kept in the context, into the warp's counters; and
+ * whether the warp has counts its rows lack. Lane 0. */
 __device__ __forceinline__ void mw_fold_ran(mw_ctx *c) {
   if (!c->ran_n) return;
   mw_count_in(c, MW_WS(c), c->ran_kind, 0u, c->ran_n);
@@ -263,15 +262,11 @@ __device__ __forceinline__ void mw_fold_ran(mw_ctx *c) {
   c->ran_n = 0;
 }
 __device__ __noinline__ void mw_count_ran_switch(mw_ctx *c, mw_u32 kind) {
-  mw_fold_ran(c);
+  if (c->lane == 0) mw_fold_ran(c);
   c->ran_kind = kind;
   c->ran_n = 1;
 }
 __device__ __forceinline__ bool mw_counts_dirty(const mw_ctx *c, const mw_wstate *ws) { return ws->dirty || c->ran_n; }
-#else
-__device__ __forceinline__ void mw_fold_ran(mw_ctx *) {}
-__device__ __forceinline__ bool mw_counts_dirty(const mw_ctx *, const mw_wstate *ws) { return ws->dirty != 0u; }
-#endif
 /* Adds the warp's counters to its rows (atomics whose results nobody waits for; a retag's
  * exchanges excepted). */
 __device__ __noinline__ void mw_flush_counts(mw_ctx *c) {
@@ -2334,6 +2329,17 @@ __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant) {
   return true;
 }
 
+#ifdef MW_ELIDE
+__device__ __noinline__ future mw_elide_done_slow(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
+  return mw_elide_done(c, kind, rtype, bits);
+}
+#endif
+/* An await in a fast body (task_api.cuh, MW_AWAIT_FAST) whose futures do not all carry their
+ * results: the general await and its end, which find every future complete (an elided call's
+ * children ran at their spawns) and so never suspend. Collective. */
+__device__ __noinline__ bool mw_await_elided(mw_ctx *c, const future *fs, mw_u32 n, int line, bool tolerant) {
+  return mw_await(c, fs, n, line) || mw_after_await(c, tolerant);
+}
 
 /* The outcome of future h as task code reads it: an enum mw_status (PENDING while it runs),
  * its value bits and result type once complete, its failure code and message once FAILED or
@@ -3291,10 +3297,8 @@ __device__ void mw_executor(mw_state *st) {
   c.trace_due = 0;
   c.take_w = 2;
   c.ran = 0;
-#ifdef MW_COUNT_IN_CTX
   c.ran_kind = MW_NONE;
   c.ran_n = 0;
-#endif
   c.kind = 0;
   c.off = 0;
   c.trace_gen = 0;

@@ -144,11 +144,9 @@ struct mw_ctx {
   mw_u32 hungry_max;  /* MW_ELIDE_HUNGRY_OF(the workers) */
   mw_u32 elide_gen;   /* MW_ELIDE_GEN_OF(the workers): a younger task elides none of its spawns */
 #endif
-#ifdef MW_COUNT_IN_CTX
-  /* lane 0: tasks of kind ran_kind that ran at their spawn (mw_count_ran), ran_n of them not yet
-   * in the warp's counters; mw_flush_counts adds them first */
+  /* tasks of kind ran_kind that ran at their spawn (mw_count_ran), ran_n of them not yet in the
+   * warp's counters (lane 0's: mw_flush_counts adds them first; the other lanes' are not read) */
   mw_u32 ran_kind, ran_n;
-#endif
 };
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
@@ -419,26 +417,15 @@ __device__ __forceinline__ void mw_count_in(mw_ctx *c, mw_wstate *ws, mw_u32 kin
   ws->cnt[e][which] += n;
   ws->dirty |= 1u << e;
 }
-/* Counts a task of kind as spawned and completed at once (a child run at its spawn). Lane 0.
- * MW_COUNT_IN_CTX (a variant, bench/NOTES.md "the hop's flags in two loads"): in the context
- * while the kind is the last one counted so (a chain or an elided subtree counts one kind again
- * and again), else through mw_count_ran_switch. */
-#ifdef MW_COUNT_IN_CTX
+/* Counts a task of kind as spawned and completed at once (a child run at its spawn): in the
+ * context while the kind is the last one counted so (a chain or an elided subtree counts one
+ * kind again and again), else through mw_count_ran_switch, which adds the runs kept so far to
+ * the warp's counters (lane 0; any lane may count, only lane 0's count is read). */
 __device__ __noinline__ void mw_count_ran_switch(mw_ctx *c, mw_u32 kind);
-__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
-  (void)ws;
+__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_u32 kind) {
   if (c->ran_kind == kind) ++c->ran_n;
   else mw_count_ran_switch(c, kind);
 }
-#else
-__device__ __forceinline__ void mw_count_ran(mw_ctx *c, mw_wstate *ws, mw_u32 kind) {
-  const mw_u32 k = kind < MW_MAX_KINDS ? kind : 0u, e = k & (MW_KIND_CACHE - 1u);
-  if (ws->cnt_kind[e] != k) mw_count_miss(c, e, k);
-  ws->cnt[e][0] += 1u;
-  ws->cnt[e][1] += 1u;
-  ws->dirty |= 1u << e;
-}
-#endif
 /* The key of a spawn for the sim's convergence check: its kind and argument bytes. */
 __device__ __forceinline__ mw_u64 mw_spawn_key(mw_u32 kind, const void *args, mw_u32 args_bytes) {
   mw_u64 key = kind;
@@ -538,7 +525,7 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
   if (!f.h) return mw_now_end(c, kind, bits);
-  if (c->lane == 0) mw_count_ran(c, c->ws, kind);
+  if (c->lane == 0) mw_count_ran(c, kind);
   return f;
 }
 #ifdef MW_ELIDE
@@ -606,6 +593,14 @@ __device__ __forceinline__ mw_u32 mw_ceil_log2(mw_u32 n) {
 #define MW_ELIDE_GEN_OF(n) (mw_ceil_log2(n) + (mw_u32)(MW_ELIDE_GEN_SLACK))
 #endif
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
+/* Whether a spawn inside an elided call may be called here too (else it is refused: the stack is
+ * used up, or the task is to stop). Counted as a spawn: every MW_TICK_CALLS-th one does the
+ * periodic work, which sees a cancellation, a stop, the hunger. Lane 0's view, alike in every
+ * lane. */
+__device__ __forceinline__ bool mw_elide_more(mw_ctx *c) {
+  if ((++c->calls & (MW_TICK_CALLS - 1u)) == 0u) mw_elide_tick(c);
+  return mw_stack_used(c) < (mw_u64)c->stack_lim && !c->cancelled;
+}
 /* 0: spawn as usual; 1: call the body here; 2: inside an elided call whose stack cannot take
  * another (or whose task is to stop): the spawn fails (mw_elide_refuse). Collective: every lane
  * decides alike (the lanes' stacks are alike; lane 0's view elsewhere). */
@@ -615,10 +610,7 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
 #else
   (void)kind, (void)args, (void)args_bytes, (void)line;
 #endif
-  if (c->elide) { /* counted as a spawn: the periodic work sees a cancellation, a stop, the hunger */
-    if ((++c->calls & (MW_TICK_CALLS - 1u)) == 0u) mw_elide_tick(c);
-    return mw_stack_used(c) < (mw_u64)c->stack_lim && !c->cancelled ? 1 : 2;
-  }
+  if (c->elide) return mw_elide_more(c) ? 1 : 2;
   const mw_wstate *ws = c->ws;
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
   const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
@@ -659,6 +651,20 @@ __device__ __forceinline__ future mw_elide_done(mw_ctx *c, mw_u32 kind, mw_u32 r
   f.h = MW_FUT_SKIPPED;
   return f;
 }
+/* The end of an elided call made by a fast body (MW_SPAWN_FAST): the common case here, a
+ * result that its handle carries counted in the context; a failure, a wide result or a
+ * cancellation through mw_elide_done, out of line. */
+__device__ __noinline__ future mw_elide_done_slow(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits);
+__device__ __forceinline__ future mw_fast_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
+  future f;
+  f.h = 0;
+#ifndef MW_NO_INLINE_RESULT
+  if (!c->cancelled && c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
+#endif
+  if (!f.h) return mw_elide_done_slow(c, kind, rtype, bits);
+  mw_count_ran(c, kind);
+  return f;
+}
 /* Around an elided call: the body starts at its beginning (the spawner's resume point is kept). */
 __device__ __forceinline__ mw_u32 mw_elide_enter(mw_ctx *c) {
   const mw_u32 r = c->resume;
@@ -680,14 +686,26 @@ __device__ __forceinline__ void mw_elide_leave(mw_ctx *c, mw_u32 r) {
  * between the body and its recursive call (bench/NOTES.md, "one frame a level"). So a spawn
  * function (mw_spawn__T, mw_spawn_now__T: nvrtc/generate.c) returns an mw_spawned: the future,
  * or, when mw_elide_ok lets the spawn run here (_mw_elide), the child's frame with its arguments
- * in; the spawn's expression (MW_SPAWN_EXPR) then calls its body between mw_elided_begin and
- * mw_elided_end. The body keeps one mw_spawned per task it spawns (_mw_sp_T, declared before
+ * in; the spawn's expression (MW_SPAWN_EXPR) then calls its fast body (below) between
+ * mw_elided_begin and mw_elided_end. The body keeps one mw_spawned per task it spawns (_mw_sp_T, declared before
  * its switch): a spawn's expression is over before the next spawn of that task begins (one is
  * evaluated whole before the call it is an argument of; two as operands of one operator,
  * unsequenced, would share it). A task that is never elided (not self-contained, or a build
- * without MW_ELIDE) carries no frame, and its _mw_elide is a constant false. */
+ * without MW_ELIDE) carries no frame, and its _mw_elide is a constant false.
+ *
+ * The fast body (MW_ELIDE): a self-contained task has a second body, T::_mw_fast, made by the
+ * generator from the same text (nvrtc/generate.c, put_task_fast), that only elided calls run.
+ * Inside an elided call every spawn is elided or refused (mw_elide_ok), so no await can find a
+ * future pending and the body can never suspend: the fast body has no resume points and keeps
+ * nothing in a frame (its parameters and locals are its own variables, its frame a value it may
+ * keep in registers), its spawns call the fast bodies themselves (MW_SPAWN_FAST: the arguments,
+ * mw_elide_more, the call, mw_fast_done) and its awaits only look at failures (MW_AWAIT_FAST),
+ * and the context's elide and resume are left as the outermost elided call set them. The
+ * generator switches the words of the task language to these meanings around the fast bodies
+ * by redefining the selectors MW_SPAWN_SEL, MW_SPAWN_NOW_SEL and MW_AWAIT_SEL (NVRTC has no
+ * push_macro). */
 struct mw_no_frame { /* the frame of a task that is never elided: its call is never made */
-  __device__ __forceinline__ int _mw_body(mw_ctx *, mw_u32) { return 0; }
+  __device__ __forceinline__ int _mw_call(mw_ctx *, mw_u32) { return 0; }
 };
 template <class F, bool Self> struct mw_spawned {
   future _mw_f;
@@ -732,8 +750,26 @@ __device__ __forceinline__ future mw_elided_end(mw_ctx *c, mw_u32 kbase, mw_spaw
   (_mw_sp_##task = (call), _mw_sp_##task._mw_elide                                                     \
                                ? mw_elided_end(_c, _mw_kbase, &_mw_sp_##task,                          \
                                                (mw_elided_begin(_c, &_mw_sp_##task),                   \
-                                                _mw_sp_##task._mw_fr._mw_body(_c, _mw_kbase), mw_bits_tag())) \
+                                                _mw_sp_##task._mw_fr._mw_call(_c, _mw_kbase), mw_bits_tag())) \
                                : _mw_sp_##task._mw_f)
+/* A spawn in a fast body: its arguments first, as a spawn function takes them (mw_spawn_fast__T,
+ * into the body's _mw_fa_T), then the elided call, or the refusal's future. */
+#define MW_SPAWN_FAST(task, ...)                                                                      \
+  (_mw_fa_##task = mw_spawn_fast__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__),                     \
+   mw_elide_more(_c) ? mw_fast_done(_c, _mw_kbase + mw_frame_##task::_mw_local, mw_frame_##task::_mw_rtype, \
+                                     (mw_frame_##task::_mw_fast(_c, _mw_kbase, _mw_fa_##task), mw_bits_tag())) \
+                     : mw_elide_refuse(_c, _mw_kbase + mw_frame_##task::_mw_local))
+/* An await in a fast body: its futures are complete (see above); one that does not carry its
+ * result in its handle (a failure, a wide result, a skipped spawn) takes the general way,
+ * which cannot suspend here. */
+__device__ __noinline__ bool mw_await_elided(mw_ctx *c, const future *fs, mw_u32 n, int line, bool tolerant);
+#define MW_AWAIT_FAST(k, tolerant, ...)                                                           \
+  do {                                                                                            \
+    const future _mw_fs[] = {__VA_ARGS__};                                                        \
+    if (!mw_all_inline(_mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future))) &&                      \
+        mw_await_elided(_c, _mw_fs, (mw_u32)(sizeof(_mw_fs) / sizeof(future)), (k), (tolerant)))  \
+      return _mw_ret_t();                                                                         \
+  } while (0)
 /* The instances of a bulk task that its spawner runs here, one after the other (the generated
  * mw_spawn_now_bulk__T, as many as mw_alone allows): every instance runs, as on the workers,
  * and the first failure is the task's. */
@@ -792,10 +828,18 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 /* ---- what task bodies write --------------------------------------------------------------- */
 /* _mw_kbase: the kind of the program's first task (a body's parameter): a program's tasks have
  * consecutive kinds, so its compiled code does not depend on them */
-#define spawn(task, ...) MW_SPAWN_EXPR(task, mw_spawn__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
+/* The words spawn, _MWsn and await in a body go through the selectors MW_SPAWN_SEL,
+ * MW_SPAWN_NOW_SEL and MW_AWAIT_SEL, object-like macros that name the macro doing the work: the
+ * generator points them at MW_SPAWN_FAST and MW_AWAIT_FAST around the fast bodies (above). */
+#define MW_SPAWN_REAL(task, ...) MW_SPAWN_EXPR(task, mw_spawn__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
+#define MW_SPAWN_NOW_REAL(task, ...) MW_SPAWN_EXPR(task, mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
+#define MW_SPAWN_SEL MW_SPAWN_REAL
+#define MW_SPAWN_NOW_SEL MW_SPAWN_NOW_REAL
+#define MW_AWAIT_SEL MW_AWAIT_
+#define spawn(task, ...) MW_SPAWN_SEL(task, ##__VA_ARGS__)
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
-#define _MWsn(task, ...) MW_SPAWN_EXPR(task, mw_spawn_now__##task(_c, _mw_kbase, __LINE__, ##__VA_ARGS__))
+#define _MWsn(task, ...) MW_SPAWN_NOW_SEL(task, ##__VA_ARGS__)
 #define _MWsn_bulk(task, n, ...) mw_spawn_now_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 #define value(f) mw_value(_c, (f), __LINE__)
 #define failed(f) mw_failed_of(_c, (f))
@@ -808,11 +852,13 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 /* Whether an await of fs[0..n) is complete at once: futures that all carry their results in
  * their handles (children that ran at their spawns), outside a bulk instance (which cannot
  * await). n is a constant of the await's line: the loop unrolls into n tests of registers. */
-__device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
-  if (c->bulk) return false;
+__device__ __forceinline__ bool mw_all_inline(const future *fs, mw_u32 n) {
   for (mw_u32 i = 0; i < n; ++i)
     if (!MW_FUT_IS_INLINE(fs[i].h)) return false;
   return true;
+}
+__device__ __forceinline__ bool mw_await_done(const mw_ctx *c, const future *fs, mw_u32 n) {
+  return !c->bulk && mw_all_inline(fs, n);
 }
 /* A body's variable written back into its frame member before an await that may suspend the
  * task (generate.c, put_task_body: the suspension copies the frame, mw_suspend); a const one (a
@@ -843,8 +889,8 @@ template <class T> __device__ __forceinline__ void mw_keep(const T &, const T &)
   } while (0)
 /* The resume point is the user's line number (NVRTC has no __COUNTER__): one await per line.
  * try_await(f, ...) waits like await but leaves a failed or cancelled future to the task. */
-#define await(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
-#define await_all(...) MW_AWAIT_(__LINE__, false, __VA_ARGS__)
-#define try_await(...) MW_AWAIT_(__LINE__, true, __VA_ARGS__)
+#define await(...) MW_AWAIT_SEL(__LINE__, false, __VA_ARGS__)
+#define await_all(...) MW_AWAIT_SEL(__LINE__, false, __VA_ARGS__)
+#define try_await(...) MW_AWAIT_SEL(__LINE__, true, __VA_ARGS__)
 
 #endif /* MW_TASK_API_CUH */
