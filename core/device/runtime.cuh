@@ -508,14 +508,18 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 
 /* mw_gq_pop for an idle warp: one warp of a CTA at a time (mw_wstate.gq_turn of the CTA's first
  * warp, protocol.h), so that the idle warps of the chip race for a queue cell one per CTA, not
- * one per warp; a warp that finds another of its CTA popping leaves the queue to it. Lane 0. */
+ * one per warp (host spawns from C 1.9 -> 2.4 M/s, bench/NOTES.md v33); a warp that finds
+ * another of its CTA popping waits for its turn (a pop's few loads and a CAS), then pops too.
+ * Leaving the queue to the other and napping instead, as this did before, held cells in the
+ * queue while warps slept: fib(30) on 528 workers 150 -> 360 M tasks/s (bench/NOTES.md, "the
+ * queue's turn"). Lane 0. */
 #ifndef MW_GQ_EVERY_WARP
 #define MW_GQ_EVERY_WARP 0 /* 1: every idle warp pops (to compare) */
 #endif
 __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
-  if (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) return MW_NONE;
+  while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) __nanosleep(64);
   const mw_u32 f = mw_gq_pop(c->st);
   atomicExch(turn, 0u);
   return f;
