@@ -510,6 +510,9 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
  * warp, protocol.h), so that the idle warps of the chip race for a queue cell one per CTA, not
  * one per warp (host spawns from C 1.9 -> 2.4 M/s, bench/NOTES.md v33); a warp that finds
  * another of its CTA popping waits for its turn (a pop's few loads and a CAS), then pops too.
+ * Suspected of halving a bulk saxpy (idle warps wait here before they look at the bulk board):
+ * MW_GQ_LEAVE_EMPTY leaves the queue at once while it looks empty (bench/NOTES.md, "the
+ * queue's turn").
  * Leaving the queue to the other and napping instead, as this did before, held cells in the
  * queue while warps slept: fib(30) on 528 workers 150 -> 360 M tasks/s (bench/NOTES.md, "the
  * queue's turn"). Lane 0. */
@@ -519,7 +522,12 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
-  while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) __nanosleep(64);
+  while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) {
+#ifdef MW_GQ_LEAVE_EMPTY /* a variant, not yet measured: no wait while the queue looks empty */
+    if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail)) return MW_NONE;
+#endif
+    __nanosleep(64);
+  }
   const mw_u32 f = mw_gq_pop(c->st);
   atomicExch(turn, 0u);
   return f;
