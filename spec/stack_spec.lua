@@ -87,6 +87,64 @@ support.each_backend(function(backend)
   end)
 end)
 
+-- What runs in place runs the task's fast body (nvrtc/generate.c, put_task_fast: the same text
+-- compiled a second time for elided calls): its locals, arrays too, start at zero as a frame's
+-- do; a failure deep in a subtree run in place reaches the await above it with its message; and
+-- try_await leaves it to the task with its code, beside a sibling's value.
+local FAST = [[
+task int tally(int n) {
+  local int parts[3];
+  local long seen;
+  local future a, b;
+  if (parts[0] != 0 || parts[2] != 0 || seen != 0) return -1000000;
+  parts[0] = n;
+  if (n < 2) return parts[0];
+  a = spawn(tally, n - 1);
+  b = spawn(tally, n - 2);
+  await_all(a, b);
+  seen = value(a);
+  parts[2] = (int)seen + (int)value(b);
+  return parts[2];
+}
+task int fails_at(int n, int k) {
+  local future a, b;
+  if (n == k) fail(7, "the level at k");
+  if (n < 2) return n;
+  a = spawn(fails_at, n - 1, k);
+  b = spawn(fails_at, n - 2, k);
+  await_all(a, b);
+  return value(a) + value(b);
+}
+task int tolerant(int n, int k) {
+  local future a, b;
+  a = spawn(fails_at, n, k);
+  b = spawn(tally, n);
+  try_await(a, b);
+  return failed(a) ? fail_code(a) * 1000 + (int)value(b) : -1;
+}
+]]
+
+support.each_backend(function(backend)
+  describe("a spawn run in place", function()
+    it("keeps a task's meaning: zeroed locals, failures with their message, try_await", function()
+      local rt = support.runtime(backend, { workers = 1 })
+      local p = support.compile(rt, FAST, "fast.cu")
+      assert.equals(987, p.tally(16):await(60))
+      local err = support.error_of(function() return p.fails_at(16, 3):await(60) end)
+      assert.truthy(err and err:find("the level at k", 1, true), tostring(err))
+      assert.equals(7144, p.tolerant(12, 4):await(60)) -- code 7, fib(12) = 144
+      assert.equals(-1, p.tolerant(12, 40):await(60)) -- nothing failed
+      assert.equals(987, p.tally(16):await(60)) -- and the runtime goes on
+      support.wait_for("the counters to settle", function()
+        local st = rt:stats()
+        return st.spawned == st.completed + st.failed + st.cancelled
+      end)
+      assert.is_true(rt:stats().failed > 0)
+      rt:close()
+    end)
+  end)
+end)
+
 -- The budget is the option's on cuda (sim's lanes use 96 KiB whatever it says): a depth that a
 -- 4 KiB stack cannot take, a 64 KiB one can.
 describe("cuda #gpu", function()
