@@ -550,8 +550,9 @@ typedef struct mw_worker {
  * holds their locals at offsets of the compiler's choosing (sm_90: a body's local lay 32 bytes
  * above the executor's), so addresses are ordered by depth only past the first real call. The
  * reference is taken in the outermost elided call's spawner (task_api.cuh, mw_elide_enter),
- * whose frame may be the kernel's own; as a distance it still bounds the stack from above:
- * elided calls nest without bound only through a cycle of bodies, and a function on a cycle of
+ * whose frame may be the kernel's own (a real body: what an elided call runs is a fast body,
+ * which calls only fast bodies, task_api.cuh); as a distance it still bounds the stack from
+ * above: elided calls nest without bound only through a cycle of fast bodies, and a function on a cycle of
  * calls is a real call (NVVM inlines nothing into it), whose frame lies below the frames it is
  * called from; so the distance from anywhere in the spawner's frame counts at least what the
  * calls below it take, and two places in one frame are a frame apart at most.
