@@ -1056,17 +1056,23 @@ static int is_tally(const char *l, size_t n) {
 
 /* The user's log (n bytes at log) with each message once: a task's fast body (put_task_fast) is
  * its text compiled a second time, so every message about the text comes twice. A message is
- * a line that is no excerpt (indented) and no note on the one before (": note:", "note: it is
- * parameter"); one seen before is left out with its excerpt and notes. NVRTC's tally of errors
+ * a line that is no excerpt (indented or blank) and no note on the one before (": note:",
+ * "note: it is parameter"); one seen before is left out with its excerpt and notes. NVRTC's tally of errors
  * is counted again. malloc'd; NULL when out of memory. */
 static char *once_each(const char *log, size_t n) {
+  /* the messages seen: an open-addressed set of their lines in log (start + 1; 0 free) */
+  size_t lines = 1, cap = 2;
+  for (size_t i = 0; i < n; ++i) lines += log[i] == '\n';
+  while (cap < 2 * lines) cap *= 2;
+  size_t *seen = calloc(cap, sizeof *seen);
+  if (!seen) return NULL;
   mw__sb o = {0};
   int dup = 0, errors = 0;
   for (size_t i = 0; i < n;) {
     const char *l = log + i, *e = memchr(l, '\n', n - i);
-    size_t len = e ? (size_t)(e - l) : n - i, full = e ? len + 1 : len;
+    size_t len = e ? (size_t)(e - l) : n - i, full = e ? len + 1 : len, at = i;
     i += full;
-    int attached = len && (l[0] == ' ' || l[0] == '\t');
+    int attached = !len || l[0] == ' ' || l[0] == '\t'; /* a blank line ends the message before */
     attached |= find(l, l + len, ": note:") != NULL;
     attached |= len >= 21 && !memcmp(l, "note: it is parameter", 21);
     if (attached) {
@@ -1077,13 +1083,21 @@ static char *once_each(const char *log, size_t n) {
       mw__sb_printf(&o, "%d error%s detected.%s", errors, errors == 1 ? "" : "s", e ? "\n" : "");
       continue;
     }
+    uint64_t h = 14695981039346656037ull;
+    for (size_t k = 0; k < len; ++k) h = (h ^ (unsigned char)l[k]) * 1099511628211ull;
+    size_t slot = (size_t)h & (cap - 1);
     dup = 0;
-    for (size_t k = 0; k + len <= o.n && !dup; ++k) /* a line of the output so far */
-      dup = (k == 0 || o.s[k - 1] == '\n') && !memcmp(o.s + k, l, len) && (k + len == o.n || o.s[k + len] == '\n');
+    for (; seen[slot] && !dup; slot = (slot + 1) & (cap - 1)) {
+      const char *m = log + seen[slot] - 1, *me = memchr(m, '\n', (size_t)(log + n - m));
+      size_t mlen = me ? (size_t)(me - m) : (size_t)(log + n - m);
+      dup = mlen == len && !memcmp(m, l, len);
+    }
     if (dup) continue;
-    errors += find(l, l + len, "error") != NULL && (find(l, l + len, ": error") || find(l, l + len, "): error"));
+    seen[slot] = at + 1;
+    errors += find(l, l + len, ": error") || find(l, l + len, "): error");
     mw__sb_put(&o, l, full);
   }
+  free(seen);
   return mw__sb_take(&o);
 }
 
