@@ -24,6 +24,8 @@
 #   fanout     bench/fanout.lua per variant of $FANOUT_VARIANTS (default "- MW_NO_ELIDE"): the
 #              fan-out alone, route's spawns and awaits timed inside it, one traced run split
 #              into its tasks' runs and waits
+#   fibscale   bench/fibscale.lua (fib at several sizes, the steals of a run) at each worker
+#              count of $FIBSCALE_WORKERS (default "132 264 528": 33, 66 and 132 SMs)
 #   ab         bench/core.lua in this tree and in each tree of $AB_REFS (made by
 #              scripts/gpu-prepare.sh REF, built here in their own build-gpu), taking turns,
 #              $AB_ROUNDS rounds (default 2), at each worker count of $CORE_WORKERS: a change
@@ -44,7 +46,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -258,6 +260,12 @@ fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
   per_variant "${FANOUT_VARIANTS:-- MW_NO_ELIDE}" fanout.txt timeout 60 luajit bench/fanout.lua cuda
+fi
+if want fibscale; then
+  step "fib at several sizes, per worker count"
+  for w in ${FIBSCALE_WORKERS:-132 264 528}; do
+    timeout 100 luajit bench/fibscale.lua cuda "$w" 2>&1 | tee -a "$out/fibscale.txt"
+  done
 fi
 if want ab; then
   # each tree of $AB_REFS built in its own folder first; then core.lua in turns, so that a drift

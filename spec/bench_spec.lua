@@ -112,3 +112,16 @@ describe("bench/core.lua #sim", function()
     assert.equals(written, slices)
   end)
 end)
+
+describe("bench/fibscale.lua #sim", function()
+  it("prints fib's tasks per second and steals at each size asked", function()
+    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " "
+    local status, out = support.run(env .. "luajit bench/fibscale.lua sim 2 10 12")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("on sim, 2 workers", 1, true), out)
+    -- fib(10) is 177 tasks, fib(12) 465
+    assert.truthy(out:match("\n10%s+177%s+[%d.]+%s+[%d.]+%s+%d+"), out)
+    assert.truthy(out:match("\n12%s+465%s+[%d.]+%s+[%d.]+%s+%d+"), out)
+  end)
+end)
