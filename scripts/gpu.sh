@@ -29,7 +29,8 @@
 #   ab         bench/core.lua in this tree and in each tree of $AB_REFS (made by
 #              scripts/gpu-prepare.sh REF, built here in their own build-gpu), taking turns,
 #              $AB_ROUNDS rounds (default 2), at each worker count of $CORE_WORKERS: a change
-#              beside its base on the same machine
+#              beside its base on the same machine ($AB_BENCH: another bench script and its
+#              arguments instead, e.g. "bench/profile_chain.lua cuda 256 0 bulk")
 #   quick      pipelines of each batch of $QUICK_BATCHES (default 1) and a chain of hops per
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
@@ -285,6 +286,12 @@ if want ab; then
     for d in "${ab_trees[@]}"; do
       name=$([ "$d" = . ] && echo "this tree" || echo "$(basename "$d") ($(cat "$d/.gpu/commit" 2>/dev/null || echo "?"))")
       echo "# round $round: $name" | tee -a "$out/ab.txt"
+      # $AB_BENCH: another bench script and its arguments, run in each tree instead of core.lua
+      if [ -n "${AB_BENCH:-}" ]; then
+        (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
+          LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit $AB_BENCH) 2>&1 | tee -a "$out/ab.txt"
+        continue
+      fi
       for w in ${CORE_WORKERS:-0}; do
         (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
           LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit bench/core.lua cuda "$w") 2>&1 | tee -a "$out/ab.txt"
