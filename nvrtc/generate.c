@@ -1057,8 +1057,8 @@ static int is_tally(const char *l, size_t n) {
 /* The user's log (n bytes at log) with each message once: a task's fast body (put_task_fast) is
  * its text compiled a second time, so every message about the text comes twice. A message is
  * a line that is no excerpt (indented or blank) and no note on the one before (": note:",
- * "note: it is parameter"); one seen before is left out with its excerpt and notes. NVRTC's tally of errors
- * is counted again. malloc'd; NULL when out of memory. */
+ * "note: it is parameter"); one seen before is left out with its excerpt and notes. NVRTC's
+ * tally of errors is counted again. malloc'd; NULL when out of memory. */
 static char *once_each(const char *log, size_t n) {
   /* the messages seen: an open-addressed set of their lines in log (start + 1; 0 free) */
   size_t lines = 1, cap = 2;
