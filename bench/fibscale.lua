@@ -7,12 +7,21 @@
 local mw = require "moonwarp"
 
 local backend = arg[1] or "auto"
-local workers = tonumber(arg[2] or "0") or 0
+local workers = tonumber(arg[2] or "0")
+if not workers or workers < 0 or workers % 1 ~= 0 then
+  error(("fibscale.lua: workers must be a whole number (0: the runtime's default), got %q"):format(arg[2]), 0)
+end
+local sizes = {}
+for i = 3, #arg do
+  local n = tonumber(arg[i])
+  if not n or n < 1 or n > 40 or n % 1 ~= 0 then
+    error(("fibscale.lua: each n must be a whole number from 1 to 40, got %q"):format(arg[i]), 0)
+  end
+  sizes[#sizes + 1] = n
+end
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/fibscale.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
-local sizes = {}
-for i = 3, #arg do sizes[#sizes + 1] = assert(tonumber(arg[i]), "n must be a number") end
 if #sizes == 0 then sizes = rt.backend == "cuda" and { 26, 28, 30, 32, 34 } or { 14, 16, 18 } end
 
 local function fibn(k) local a, b = 0, 1 for _ = 1, k do a, b = b, a + b end return a end

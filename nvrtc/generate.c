@@ -588,38 +588,30 @@ static void put_body_text(mw__sb *b, const place *at, const mw__task *t) {
 
 /* The fast body of a self-contained task t (task_api.cuh, "the fast body"): the same text with
  * the words of the task language switched to MW_SPAWN_FAST and MW_AWAIT_FAST (put_program), no
- * resume points, the parameters from the argument value, the locals from a frame made as an
- * elided spawn makes it (value-initialized: a local's initializer holds), an array local a
- * reference into it. */
-static void put_local_fast(mw__sb *b, const char *n, size_t len) {
+ * resume points, and a frame made as an elided spawn makes it (value-initialized, the
+ * arguments in) whose parameters and plain locals the body copies into variables of its own,
+ * as a real body does (for_kept_names), an array local a reference into it. */
+static void put_copy_fast(mw__sb *b, const char *n, size_t len) {
   mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_fr.%.*s) %.*s = _mw_fr.%.*s;\n", (int)len, n, (int)len, n,
                 (int)len, n);
 }
 static void put_task_fast(mw__sb *b, const place *at, const mw__task *t) {
-  const mw__parsed *p = at->p;
   mw__sb_printf(b,
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_fast(mw_ctx *_c, mw_u32 _mw_kbase, mw_args_%s _mw_a) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
-                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n",
-                t->name, t->name, t->name);
-  for (int k = 0; k < t->nparams; ++k)
-    if (!name_taken(t->params[k].name, strlen(t->params[k].name)))
-      mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_a.%s) %s = _mw_a.%s;\n", t->params[k].name,
-                    t->params[k].name, t->params[k].name);
-  if (t->nlocals) mw__sb_printf(b, "  mw_frame_%s _mw_fr = mw_frame_%s();\n", t->name, t->name);
+                "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n"
+                "  mw_frame_%s _mw_fr = mw_frame_%s();\n  static_cast<mw_args_%s &>(_mw_fr) = _mw_a;\n",
+                t->name, t->name, t->name, t->name, t->name, t->name);
+  for_kept_names(b, t, put_copy_fast);
   for (int k = 0; k < t->nlocals; ++k) {
     const char *d = t->locals[k].decl;
     mw__declarator dc;
-    while (mw__next_declarator(t->locals[k].decl, &d, &dc)) {
-      if (name_taken(dc.name, dc.len)) continue;
-      if (dc.plain)
-        put_local_fast(b, dc.name, dc.len);
-      else
+    while (mw__next_declarator(t->locals[k].decl, &d, &dc))
+      if (!dc.plain && !name_taken(dc.name, dc.len))
         mw__sb_printf(b, "  [[maybe_unused]] decltype(_mw_fr.%.*s) &%.*s = _mw_fr.%.*s;\n", (int)dc.len, dc.name,
                       (int)dc.len, dc.name, (int)dc.len, dc.name);
-    }
   }
-  put_spawn_temps(b, p, t, 1);
+  put_spawn_temps(b, at->p, t, 1);
   put_body_text(b, at, t);
   mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }

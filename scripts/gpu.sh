@@ -264,6 +264,7 @@ if want fanout; then
 fi
 if want fibscale; then
   step "fib at several sizes, per worker count"
+  [[ ${FIBSCALE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "FIBSCALE_WORKERS is worker counts, got '$FIBSCALE_WORKERS'"; exit 2; }
   for w in ${FIBSCALE_WORKERS:-132 264 528}; do
     timeout 100 luajit bench/fibscale.lua cuda "$w" 2>&1 | tee -a "$out/fibscale.txt"
   done
@@ -282,20 +283,23 @@ if want ab; then
       cmake --build "$d/build-gpu" -j 16 >>"$d/build-gpu.log" 2>&1) || { echo "ab: $r does not build"; tail -20 "$d/build-gpu.log"; continue; }
     ab_trees+=("$d")
   done
+  [[ ${CORE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "CORE_WORKERS is worker counts, got '$CORE_WORKERS'"; exit 2; }
+  # luajit with a script and its arguments in tree $1, with that tree's build
+  in_tree() {
+    local d=$1
+    shift
+    (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
+      LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit "$@") 2>&1 | tee -a "$out/ab.txt"
+  }
   for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
     for d in "${ab_trees[@]}"; do
       name=$([ "$d" = . ] && echo "this tree" || echo "$(basename "$d") ($(cat "$d/.gpu/commit" 2>/dev/null || echo "?"))")
       echo "# round $round: $name" | tee -a "$out/ab.txt"
-      # $AB_BENCH: another bench script and its arguments, run in each tree instead of core.lua
-      if [ -n "${AB_BENCH:-}" ]; then
-        (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
-          LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit $AB_BENCH) 2>&1 | tee -a "$out/ab.txt"
+      if [ -n "${AB_BENCH:-}" ]; then # another bench script and its arguments instead of core.lua
+        in_tree "$d" $AB_BENCH
         continue
       fi
-      for w in ${CORE_WORKERS:-0}; do
-        (cd "$d" && LUA_PATH="$PWD/build-gpu/lua/?.lua;$PWD/build-gpu/lua/?/init.lua;$LUA_PATH" \
-          LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH" timeout 100 luajit bench/core.lua cuda "$w") 2>&1 | tee -a "$out/ab.txt"
-      done
+      for w in ${CORE_WORKERS:-0}; do in_tree "$d" bench/core.lua cuda "$w"; done
     done
   done
 fi

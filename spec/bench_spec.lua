@@ -124,4 +124,15 @@ describe("bench/fibscale.lua #sim", function()
     assert.truthy(out:match("\n10%s+177%s+[%d.]+%s+[%d.]+%s+%d+"), out)
     assert.truthy(out:match("\n12%s+465%s+[%d.]+%s+[%d.]+%s+%d+"), out)
   end)
+
+  it("refuses a worker count or a size that is no whole number, saying which", function()
+    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " "
+    local status, out = support.run(env .. "luajit bench/fibscale.lua sim many")
+    assert.are_not.equals(0, status, out)
+    assert.truthy(out:find('workers must be a whole number (0: the runtime\'s default), got "many"', 1, true), out)
+    status, out = support.run(env .. "luajit bench/fibscale.lua sim 2 12.5")
+    assert.are_not.equals(0, status, out)
+    assert.truthy(out:find('each n must be a whole number from 1 to 40, got "12.5"', 1, true), out)
+  end)
 end)
