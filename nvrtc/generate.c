@@ -600,7 +600,7 @@ static void put_task_fast(mw__sb *b, const place *at, const mw__task *t) {
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_fast(mw_ctx *_c, mw_u32 _mw_kbase, mw_args_%s _mw_a) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
                 "  (void)lane;\n  (void)index;\n  (void)_mw_kbase;\n"
-                "  mw_frame_%s _mw_fr = mw_frame_%s();\n  static_cast<mw_args_%s &>(_mw_fr) = _mw_a;\n",
+                "  [[maybe_unused]] mw_frame_%s _mw_fr = mw_frame_%s();\n  static_cast<mw_args_%s &>(_mw_fr) = _mw_a;\n",
                 t->name, t->name, t->name, t->name, t->name, t->name);
   for_kept_names(b, t, put_copy_fast);
   for (int k = 0; k < t->nlocals; ++k) {
