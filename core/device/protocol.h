@@ -672,7 +672,10 @@ typedef struct mw_level {
  *   Post (lane 0 of a worker holding a reference on the frame): bulk_refs += 1 (the board's
  *     reference); release (the frame's contents: the spawner may be this warp, whose bulk
  *     record went no further than its CTA); then CAS 0 -> cell on a free cell (the sequence makes each post's cell value
- *     unique, so a joiner never mistakes a later post for the one it read).
+ *     unique, so a joiner never mistakes a later post for the one it read). A worker that
+ *     finds the frame in a cell already (it joined there, or another joiner posted it first;
+ *     with MW_BOARD_GONE, every instance is claimed) posts nothing and invites nobody: one cell
+ *     a task, and global-queue invitations only while the board is full of other tasks.
  *   Seats: a poster stores in board_seats[k], before its CAS on cell k, how many more workers
  *     the task has chunks for; a joiner first takes a seat (atomicSub; none left: it does not
  *     join, and touches nothing else), so a task of 32 instances draws a few dozen joiners, not

@@ -571,10 +571,21 @@ __device__ void mw_bulk_drop(mw_ctx *c, mw_u32 f) {
   if (atomicSub(&mw_frame(c, f)->bulk_refs, 1u) == 1u) mw_frame_free(c, f);
 }
 /* ---- the bulk board (protocol.h, The bulk board) ---------------------------------------- */
+/* MW_BOARD_REPOST=1: a worker that joined a posted bulk task posts it again, in another cell, and
+ * invites through the global queue once the board is full, as every worker did before (to
+ * compare: each bulk task then filled the board with copies of itself and pushed two
+ * invitations a joiner, which idle warps popped and dropped) */
+#ifndef MW_BOARD_REPOST
+#define MW_BOARD_REPOST 0
+#endif
 /* Posts bulk frame f, on which this worker holds a reference; false when the board is full.
- * Lane 0. */
+ * True, and nothing done, when f is on the board already (this worker joined it there, or
+ * another joiner posted it first): every idle warp sees it there. Lane 0. */
 __device__ bool mw_board_post(mw_ctx *c, mw_u32 f, mw_u32 seats) {
   mw_state *st = c->st;
+  if (!MW_BOARD_REPOST)
+    for (mw_u32 k = 0; k < MW_BOARD; ++k)
+      if ((mw_u32)mw_ld64(&st->board[k]) == f + 1u) return true; /* posted, or removed: all claimed */
   mw_frame_hdr *h = mw_frame(c, f);
   atomicAdd(&h->bulk_refs, 1u); /* the board's reference */
   const mw_u64 v = (mw_u64)(atomicAdd(&st->board_seq, 1u) & 0x7fffffffu) << 32 | (f + 1u);
