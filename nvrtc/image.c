@@ -229,13 +229,19 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
   *nopts = 0;
   if (env && device_define(extra, sizeof extra, err, errlen)) return MW_EINVAL;
   int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
-  size_t bytes = 6 * sizeof(char *) + sizeof extra;
+  size_t bytes = 7 * sizeof(char *) + sizeof extra;
   for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
   const char **v = malloc(bytes);
   if (!v) return MW_ENOMEM;
-  char *text = (char *)(v + 6 + ndirs);
+  char *text = (char *)(v + 7 + ndirs);
+  int nmaj = 0, nmin = 0;
+  const int nvrtc_12_8 = mw__nvrtc_version(&nmaj, &nmin) == 0 && (nmaj > 12 || (nmaj == 12 && nmin >= 8));
   v[n++] = "-DMW_CUDA=1";
   if (rdc) v[n++] = "-rdc=true"; /* a part of an image, linked with the others (mw__image_link) */
+  /* relocatable code: ptxas compiles each function alone, so a part's functions are compiled on
+   * every core (one thread without it; a whole-program compile gains nothing from it, measured:
+   * bench/NOTES.md, "split compilation") */
+  if (rdc && nvrtc_12_8) v[n++] = "-split-compile=0";
   if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
   if (*extra) {
     v[n++] = strcpy(text, extra);
@@ -245,9 +251,7 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
   /* fewer of ptxas's costly optimisations: about 4x faster for the executor (bench/NOTES.md),
    * where NVRTC knows the option (12.8 and later); MOONWARP_FAST_COMPILE=1 asks it everywhere */
   const char *fast_env = env ? getenv("MOONWARP_FAST_COMPILE") : NULL;
-  int nmaj = 0, nmin = 0;
-  if (((bo && bo->fast) || (fast_env && !strcmp(fast_env, "1"))) && !(bo && bo->debug) &&
-      mw__nvrtc_version(&nmaj, &nmin) == 0 && (nmaj > 12 || (nmaj == 12 && nmin >= 8)))
+  if (((bo && bo->fast) || (fast_env && !strcmp(fast_env, "1"))) && !(bo && bo->debug) && nvrtc_12_8)
     v[n++] = "--Ofast-compile=min";
   for (int i = 0; i < ndirs; ++i) {
     v[n++] = text;

@@ -855,6 +855,20 @@ static int compile_program(mw_runtime *rt, mw_program *p) {
   return rc;
 }
 
+/* The one-unit image of req: compiled whole, or, with req->object (MOONWARP_ONE_UNIT_LINKED=1 on
+ * cuda, a variant to measure: bench/NOTES.md, "split compilation"), compiled as relocatable code
+ * on every core and linked alone. */
+static int compile_one_unit(mw_runtime *rt, const mw__image_req *req, mw__image *img) {
+  if (!req->object) return mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+  mw__image obj;
+  int rc = mw__image_compile(req, &obj, rt->err, sizeof rt->err, NULL);
+  if (rc) return rc;
+  const mw__image *one[1] = {&obj};
+  rc = mw__image_link(one, 1, 0, rt->arch, img, rt->err, sizeof rt->err);
+  mw__image_free(&obj);
+  return rc;
+}
+
 /* The image of progs[0..nprogs) with the executor: compiled in one unit (rt->one_unit), or
  * linked from the executor's part (compiled once), each program's own (compile_program) and
  * the link part of these programs. */
@@ -868,11 +882,13 @@ static int build_image(mw_runtime *rt, mw_program *const *progs, mw__parsed *con
     char *gen = mw__generate(list, nprogs, &go);
     int rc = gen ? build_options((mw_program **)progs, nprogs, gen, bo, dirs_out) : MW_ENOMEM;
     if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
+    const char *linked = getenv("MOONWARP_ONE_UNIT_LINKED");
     mw__image_req req = {.source = gen, .bo = bo, .host_code = rt->ops->host_code, .arch = rt->arch,
-                         .progs = list, .nprogs = nprogs};
+                         .progs = list, .nprogs = nprogs,
+                         .object = !rt->ops->host_code && linked && !strcmp(linked, "1")};
     *req_out = req;
     *gen_out = gen;
-    return rc ? rc : mw__image_compile(req_out, img, rt->err, sizeof rt->err, NULL);
+    return rc ? rc : compile_one_unit(rt, req_out, img);
   }
   int rc = 0;
   if (!rt->exec_obj.data || rt->exec_debug != debug) {
@@ -909,7 +925,7 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
   mw__image_free(img);
   rt->err[0] = 0;
   if (rt->one_unit) {
-    rc = mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
+    rc = compile_one_unit(rt, req, img);
   } else {
     mw__image_evict(&rt->exec_obj);
     mw__image_free(&rt->exec_obj);
