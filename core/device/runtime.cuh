@@ -510,9 +510,11 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
  * warp, protocol.h), so that the idle warps of the chip race for a queue cell one per CTA, not
  * one per warp (host spawns from C 1.9 -> 2.4 M/s, bench/NOTES.md v33); a warp that finds
  * another of its CTA popping waits for its turn (a pop's few loads and a CAS), then pops too.
- * Suspected of halving a bulk saxpy (idle warps wait here before they look at the bulk board):
- * MW_GQ_LEAVE_EMPTY leaves the queue at once while it looks empty (bench/NOTES.md, "the
- * queue's turn").
+ * (It once halved a bulk saxpy while each joiner of a bulk task pushed invitations that idle
+ * warps queued up here for; a task now has one cell of the board and no invitations while the
+ * board has room: mw_board_post.) MW_GQ_LEAVE_EMPTY, a variant, leaves the queue at once while
+ * it looks empty: no help to that saxpy, fib(30) on 528 workers 377 against 357 M tasks/s in
+ * one run each (bench/NOTES.md, v59).
  * Leaving the queue to the other and napping instead, as this did before, held cells in the
  * queue while warps slept: fib(30) on 528 workers 150 -> 360 M tasks/s (bench/NOTES.md, "the
  * queue's turn"). Lane 0. */
@@ -523,7 +525,7 @@ __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
   while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) {
-#ifdef MW_GQ_LEAVE_EMPTY /* a variant, not yet measured: no wait while the queue looks empty */
+#ifdef MW_GQ_LEAVE_EMPTY /* a variant: no wait while the queue looks empty */
     if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail)) return MW_NONE;
 #endif
     __nanosleep(64);
