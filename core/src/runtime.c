@@ -857,11 +857,17 @@ static int compile_program(mw_runtime *rt, mw_program *p) {
 
 /* The one-unit image of req: compiled whole, or, with req->object (MOONWARP_ONE_UNIT_LINKED=1 on
  * cuda, a variant to measure: bench/NOTES.md, "split compilation"), compiled as relocatable code
- * on every core and linked alone. */
-static int compile_one_unit(mw_runtime *rt, const mw__image_req *req, mw__image *img) {
+ * on every core and linked alone. fresh: a cached relocatable object is compiled again (the
+ * image linked from it was refused). */
+static int compile_one_unit(mw_runtime *rt, const mw__image_req *req, mw__image *img, int fresh) {
   if (!req->object) return mw__image_compile(req, img, rt->err, sizeof rt->err, NULL);
   mw__image obj;
   int rc = mw__image_compile(req, &obj, rt->err, sizeof rt->err, NULL);
+  if (!rc && fresh && obj.cached) {
+    mw__image_evict(&obj);
+    mw__image_free(&obj);
+    rc = mw__image_compile(req, &obj, rt->err, sizeof rt->err, NULL);
+  }
   if (rc) return rc;
   const mw__image *one[1] = {&obj};
   rc = mw__image_link(one, 1, 0, rt->arch, img, rt->err, sizeof rt->err);
@@ -888,7 +894,7 @@ static int build_image(mw_runtime *rt, mw_program *const *progs, mw__parsed *con
                          .object = !rt->ops->host_code && linked && !strcmp(linked, "1")};
     *req_out = req;
     *gen_out = gen;
-    return rc ? rc : compile_one_unit(rt, req_out, img);
+    return rc ? rc : compile_one_unit(rt, req_out, img, 0);
   }
   int rc = 0;
   if (!rt->exec_obj.data || rt->exec_debug != debug) {
@@ -925,7 +931,7 @@ static int load_image(mw_runtime *rt, mw_program *const *progs, int nprogs,
   mw__image_free(img);
   rt->err[0] = 0;
   if (rt->one_unit) {
-    rc = compile_one_unit(rt, req, img);
+    rc = compile_one_unit(rt, req, img, 1);
   } else {
     mw__image_evict(&rt->exec_obj);
     mw__image_free(&rt->exec_obj);
