@@ -11,6 +11,8 @@
 
 extern const char mw__src_protocol_h[];
 extern const char mw__src_runtime_cuh[];
+extern const char mw__src_device_api_cuh[];
+extern const char mw__src_executor_cuh[];
 extern const char mw__src_task_api_cuh[];
 extern const char mw__src_sim_shim_h[];
 
@@ -460,14 +462,14 @@ static int body_names(const mw__parsed *p, const mw__task *t, const char *const 
 }
 
 /* Whether task t's body never awaits: such a task never suspends, so an await that claims it
- * may run it as a plain call (runtime.cuh, leaf children). A word in a place this scan
+ * may run it as a plain call (device_api.cuh, leaf children). A word in a place this scan
  * misreads only costs that shortcut. */
 static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
   static const char *const words[] = {"await", "await_all", "try_await"};
   return !body_names(p, t, words, sizeof words / sizeof *words);
 }
 
-/* The kind flags of task t (runtime.cuh, mw_kind_info): a leaf that also calls nothing of the
+/* The kind flags of task t (task_api.cuh, mw_kind_info): a leaf that also calls nothing of the
  * task API that needs a level of its own (spawns, releases, cancels) is pure: the await that
  * claims it calls its body with no level set up. */
 static const char *kind_flags(const mw__parsed *p, const mw__task *t) {
@@ -623,7 +625,7 @@ static void put_task_fast(mw__sb *b, const place *at, const mw__task *t) {
   "typedef unsigned int mw_u32;\ntypedef int mw_i32;\n"                                           \
   "typedef unsigned long long mw_u64;\ntypedef long long mw_i64;\n"
 
-/* The kind table's entry of task t (runtime.cuh, mw_kind_info). */
+/* The kind table's entry of task t (task_api.cuh, mw_kind_info). */
 static void put_kind_info(mw__sb *b, const place *at, const mw__task *t) {
   unsigned futargs = 0;
   for (int q = 0; q < t->nparams; ++q)
@@ -866,10 +868,17 @@ static void put_entry(mw__sb *b, const mw__gen_opts *opts) {
                 "= MW_PROTOCOL_VERSION;\n");
 }
 
+/* The executor's source: its three files in their order (runtime.cuh says what each holds). */
+static void put_executor(mw__sb *b) {
+  mw__sb_puts(b, mw__src_runtime_cuh);
+  mw__sb_puts(b, mw__src_device_api_cuh);
+  mw__sb_puts(b, mw__src_executor_cuh);
+}
+
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
   mw__sb b = {0};
   put_prelude(&b, opts, "the device runtime and the task programs", 3);
-  mw__sb_puts(&b, mw__src_runtime_cuh);
+  put_executor(&b);
   for (int i = 0; i < nprogs; ++i) {
     place at = place_of(progs[i], i, opts->canon);
     put_program(&b, &at, 1);
@@ -884,7 +893,7 @@ char *mw__generate_part(mw__gen_part part, mw__parsed *const *progs, int nprogs,
   mw__sb b = {0};
   if (part == MW_GEN_EXECUTOR) {
     put_prelude(&b, opts, "the device runtime", 0);
-    mw__sb_puts(&b, mw__src_runtime_cuh);
+    put_executor(&b);
     put_entry(&b, opts);
   } else if (part == MW_GEN_PROGRAM) {
     put_prelude(&b, opts, "a task program", 1);

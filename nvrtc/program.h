@@ -40,7 +40,7 @@ typedef struct mw__task {
   mw__local *locals;
   /* spawns that the next statement awaits ('f = spawn(t, ...);' then 'await(f);' or
    * 'try_await(f);'): the offsets of their 'spawn' words in the source; the generated body calls
-   * the spawn-now form there (runtime.cuh, mw_spawn_now) */
+   * the spawn-now form there (device_api.cuh, mw_spawn_now) */
   int nnow;
   size_t *now_at;
   int *now_task; /* per spawn-now: the index of the task it spawns */

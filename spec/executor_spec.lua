@@ -67,7 +67,7 @@ task int bulk_rounds(int *x, int n, int rounds) {
   return rounds;
 }
 // a leaf that calls nothing of the task API but fail: the await that claims it calls it with
-// no level of its own (runtime.cuh, mw_run_pure); its locals are each lane's own
+// no level of its own (device_api.cuh, mw_run_pure); its locals are each lane's own
 task int square(int x) {
   int y = x * x + (int)(lane & 0u);
   if (x < 0) fail(3, "a negative square on purpose");

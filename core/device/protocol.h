@@ -27,7 +27,7 @@
  *   sys-acquire  = a volatile load then __threadfence_system()
  *   host-acquire = atomic_load_explicit(memory_order_acquire)
  *
- * The shape of the executor (runtime.cuh has the code):
+ * The shape of the executor (runtime.cuh, device_api.cuh and executor.cuh have the code):
  *   A worker is a warp: all 32 lanes run a task body together. A task *spawned* on the device is
  *   first a record in its spawner's warp (shared memory, no device memory touched but its future
  *   slot's plain fields). When the spawner awaits it and nobody took it, it runs right there,
@@ -757,7 +757,7 @@ typedef struct mw_state {
   mw_stat_row *spill;  /* MW_MAX_KINDS rows: counts of retagged entries (atomicAdd) */
   mw_u32 *inst_cycles; /* MW_MAX_KINDS: per kind, the clock cycles one instance of its bulk
                         * tasks took where last timed, 0 before; plain loads and stores of any
-                        * warp, a hint (runtime.cuh, mw_alone) */
+                        * warp, a hint (task_api.cuh, mw_alone) */
   mw_u64 *frame_ring;  /* the free frame ring (see above) */
   mw_u32 *slot_next;   /* free-stack links for device slots */
   mw_u32 *gq;          /* global run queue cells: frame index, MW_NONE when empty */

@@ -1,6 +1,7 @@
 /* sim_shim.h - CUDA built-ins for the sim backend: device code run by host threads, a warp as 32 fibers. */
 /*
- * The sim translation unit is this file, then protocol.h, runtime.cuh and the user's code, built
+ * The sim translation unit is this file, then protocol.h, the executor's files (runtime.cuh,
+ * device_api.cuh, executor.cuh) and the user's code, built
  * as a shared object (g++ -std=c++17 -fPIC -shared -pthread ... -lboost_context) that the library
  * dlopens. It exports:
  *   int  mw_sim_run_warp(void (*kernel)(void *), void *arg, unsigned warp, unsigned nwarps,

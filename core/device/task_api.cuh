@@ -1,7 +1,8 @@
 /* task_api.cuh - what task code sees of the executor: futures, the context, value(f)'s type, the
  * task API's declarations and the macros task bodies write (spawn, await, value, ...).
  *
- * Compiled before runtime.cuh, which defines the functions declared here, and alone before each
+ * Compiled before the executor's files (runtime.cuh, device_api.cuh, executor.cuh), which
+ * define the functions declared here, and alone before each
  * program's task code when programs are compiled one by one and linked with the executor
  * (nvrtc/generate.c): so everything here is a type, a macro, an inline function or a
  * declaration, and nothing names the executor's shared memory. */
@@ -171,7 +172,7 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 }
 #endif
 
-/* ---- the task API (runtime.cuh defines these) --------------------------------------------- */
+/* ---- the task API (the executor's files define these) ------------------------------------ */
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
