@@ -37,10 +37,27 @@
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
 #   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
+#   $GPU_PACK=1: at the end (a bound that ends the script included), everything this run wrote
+#   under out-dir goes into one out-dir/results-<pid>.tar.gz, for a remote run that brings back
+#   only a few files (earlier runs' packs stay beside it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
 shift || true
+pack_results() {
+  [ "${GPU_PACK:-0}" = 1 ] && [ -d "$out" ] || return 0
+  local tmp
+  tmp=$(mktemp /tmp/mw-results.XXXXXX) || return 0
+  if tar -czf "$tmp" -C "$out" --exclude='./results-*.tar.gz' . 2>/dev/null; then
+    find "$out" -mindepth 1 -depth ! -name 'results-*.tar.gz' -delete
+    mv "$tmp" "$out/results-$$.tar.gz"
+  else
+    rm -f "$tmp"
+  fi
+}
+trap pack_results EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 steps=" ${*:-examples specs bench soak sanitize} "
 # $GPU_DEADLINE: seconds from now by which the script must be done (0 or unset: no bound of its
 # own). A step that needs more than is left is not begun, and says so; the specs stop in time.
