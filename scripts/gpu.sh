@@ -37,9 +37,9 @@
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
 #   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
-#   $GPU_PACK=1: at the end (a bound that ends the script included), everything this run wrote
-#   under out-dir goes into one out-dir/results-<pid>.tar.gz, for a remote run that brings back
-#   only a few files (earlier runs' packs stay beside it)
+#   $GPU_PACK=1: at the end (an outer timeout's TERM included, once the command running then
+#   ends), everything this run wrote under out-dir goes into one out-dir/results-<pid>.tar.gz,
+#   for a remote run that brings back only a few files (earlier runs' packs stay beside it)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
@@ -55,9 +55,13 @@ pack_results() {
     rm -f "$tmp"
   fi
 }
-trap pack_results EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+if [ "${GPU_PACK:-0}" = 1 ]; then
+  # a TERM (an outer timeout) ends the script through its EXIT trap, once the command running
+  # then has ended (each has a bound of its own); without GPU_PACK a TERM ends it at once, as ever
+  trap pack_results EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
+fi
 steps=" ${*:-examples specs bench soak sanitize} "
 # $GPU_DEADLINE: seconds from now by which the script must be done (0 or unset: no bound of its
 # own). A step that needs more than is left is not begun, and says so; the specs stop in time.
