@@ -44,6 +44,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
 shift || true
+[[ ${GPU_PACK:-0} =~ ^[01]$ ]] || { echo "GPU_PACK is 0 or 1, got '$GPU_PACK'"; exit 2; }
 pack_results() {
   [ "${GPU_PACK:-0}" = 1 ] && [ -d "$out" ] || return 0
   local tmp

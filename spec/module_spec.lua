@@ -91,6 +91,16 @@ describe("mw.runtime options", function()
     assert.truthy(rt:find('MOONWARP_BUILD must be "parts", "one_unit" or "tiered", got "fast"', 1, true), rt)
   end)
 
+  it("refuses a MOONWARP_ONE_UNIT_LINKED that is not 0 or 1, saying so", function()
+    local old = os.getenv("MOONWARP_ONE_UNIT_LINKED")
+    support.setenv("MOONWARP_ONE_UNIT_LINKED", "yes")
+    local ok, rt = pcall(mw.runtime, { backend = "sim" })
+    support.setenv("MOONWARP_ONE_UNIT_LINKED", old)
+    if ok and rt then rt:close() end
+    assert.is_false(ok)
+    assert.truthy(rt:find('MOONWARP_ONE_UNIT_LINKED must be 0 or 1, got "yes"', 1, true), rt)
+  end)
+
   it("refuses a MOONWARP_CARVEOUT that is not a percent, saying so", function()
     local old = os.getenv("MOONWARP_CARVEOUT")
     for _, bad in ipairs { "half", "101", "-2", "50%" } do

@@ -450,6 +450,12 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return MW_EINVAL;
   }
   if (!build) build = d.build;
+  /* $MOONWARP_ONE_UNIT_LINKED (cuda, build_image): 1 links the one-unit image from relocatable code */
+  const char *linked = getenv("MOONWARP_ONE_UNIT_LINKED");
+  if (linked && *linked && strcmp(linked, "0") && strcmp(linked, "1")) {
+    mw__set_error("MOONWARP_ONE_UNIT_LINKED must be 0 or 1, got \"%.40s\"", linked);
+    return MW_EINVAL;
+  }
   /* $MOONWARP_CARVEOUT (cuda, backend_cuda.c): a percent, or -1 for the driver's choice */
   const char *carve = getenv("MOONWARP_CARVEOUT");
   if (carve && *carve) {
