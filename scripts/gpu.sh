@@ -44,6 +44,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-/tmp/mw-gpu}}
 shift || true
+# exits 2 unless the variable named $1 is unset or worker counts (digits and spaces)
+need_counts() {
+  local v=${!1:-0}
+  [[ $v =~ ^[0-9\ ]+$ ]] || { echo "$1 is worker counts, got '$v'"; exit 2; }
+}
 [[ ${GPU_PACK:-0} =~ ^[01]$ ]] || { echo "GPU_PACK is 0 or 1, got '$GPU_PACK'"; exit 2; }
 pack_results() {
   [ "${GPU_PACK:-0}" = 1 ] && [ -d "$out" ] || return 0
@@ -273,7 +278,7 @@ if want core; then
   # bench/core.lua (round trip, hop, fib) per variant of the executor ($CORE_VARIANTS, "-" the
   # default), in one call: a change of the hot path against the old way it keeps as a variant
   step "core figures per variant"
-  [[ ${CORE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "CORE_WORKERS is worker counts, got '$CORE_WORKERS'"; exit 2; }
+  need_counts CORE_WORKERS
   core_at() {
     local w
     for w in ${CORE_WORKERS:-0}; do timeout 100 luajit bench/core.lua cuda "$w"; done
@@ -286,7 +291,7 @@ if want fanout; then
 fi
 if want fibscale; then
   step "fib at several sizes, per worker count"
-  [[ ${FIBSCALE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "FIBSCALE_WORKERS is worker counts, got '$FIBSCALE_WORKERS'"; exit 2; }
+  need_counts FIBSCALE_WORKERS
   for w in ${FIBSCALE_WORKERS:-132 264 528}; do
     timeout 100 luajit bench/fibscale.lua cuda "$w" 2>&1 | tee -a "$out/fibscale.txt"
   done
@@ -305,7 +310,7 @@ if want ab; then
       cmake --build "$d/build-gpu" -j 16 >>"$d/build-gpu.log" 2>&1) || { echo "ab: $r does not build"; tail -20 "$d/build-gpu.log"; continue; }
     ab_trees+=("$d")
   done
-  [[ ${CORE_WORKERS:-0} =~ ^[0-9\ ]+$ ]] || { echo "CORE_WORKERS is worker counts, got '$CORE_WORKERS'"; exit 2; }
+  need_counts CORE_WORKERS
   # luajit with a script and its arguments in tree $1, with that tree's build
   in_tree() {
     local d=$1
