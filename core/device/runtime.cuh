@@ -1432,6 +1432,9 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   MW_PROBE(MW_PR_TICK);
   mw_wstate *ws = MW_WS(c);
   mw_u32 stop = 0, tg = 0, hungry = 0, poll = 0;
+#if defined(MW_ELIDE) && MW_ELIDE_ROOTS
+  mw_u64 taken = 0, answered = 0;
+#endif
   if (c->lane == 0) {
     /* the host's switches, in flight together: a stop makes the chain leave the warp at its
      * awaits (so the executor can stop while a long chain runs); a trace switch is taken up
@@ -1439,6 +1442,12 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
     stop = mw_ld32(&c->st->stop);
     tg = mw_ld32(&c->st->trace_gen) != c->trace_gen;
     hungry = mw_ld32(&c->st->hungry);
+#if defined(MW_ELIDE) && MW_ELIDE_ROOTS
+    /* the host's spawns in flight: taken from the inbox and not yet completed to the host (a
+     * cancel message counts as one taken, so the count errs high until the next takes) */
+    taken = mw_ld64(&c->st->inbox_head);
+    answered = mw_ld64(&c->st->comp_tail);
+#endif
     poll = mw_poll_due(c);
   }
   /* the levels asked to cancel, one lane each (their slots' words in flight together) */
@@ -1459,6 +1468,13 @@ __device__ __noinline__ void mw_tick_work(mw_ctx *c) {
   hungry = mw_bcast(hungry);
 #ifdef MW_ELIDE
   c->hungry_seen = hungry > c->hungry_max;
+#if MW_ELIDE_ROOTS
+  {
+    const mw_u64 live = taken > answered ? taken - answered : 1ull;
+    const mw_u32 roots = live < (mw_u64)c->st->nworkers ? (mw_u32)live : c->st->nworkers;
+    c->elide_gen = mw_bcast(MW_ELIDE_GEN_FOR(c->st->nworkers, roots));
+  }
+#endif
   /* a long elided call counts its calls as it goes, as an idle warp would */
   if (c->elide && c->lane == 0 && mw_counts_dirty(c, ws)) mw_flush_counts(c);
   __syncwarp();

@@ -590,8 +590,18 @@ __device__ __forceinline__ mw_u32 mw_ceil_log2(mw_u32 n) {
 }
 #ifdef MW_ELIDE_GEN
 #define MW_ELIDE_GEN_OF(n) ((mw_u32)(MW_ELIDE_GEN))
+#define MW_ELIDE_GEN_FOR(n, roots) ((mw_u32)(MW_ELIDE_GEN))
 #else
 #define MW_ELIDE_GEN_OF(n) (mw_ceil_log2(n) + (mw_u32)(MW_ELIDE_GEN_SLACK))
+/* The cut when `roots` trees from the host are in flight together: about 2^slack subtrees a
+ * worker over all of them, so the workers over the roots in place of the workers (a single
+ * root: MW_ELIDE_GEN_OF; 256 roots on 528 workers: 2 + 3 = 5). The periodic work counts the
+ * roots (mw_tick_work); -DMW_ELIDE_ROOTS=0 keeps the cut of one root whatever their number. */
+#define MW_ELIDE_GEN_FOR(n, roots) \
+  (mw_ceil_log2(((n) + (roots) - 1u) / (roots)) + (mw_u32)(MW_ELIDE_GEN_SLACK))
+#endif
+#ifndef MW_ELIDE_ROOTS
+#define MW_ELIDE_ROOTS 1
 #endif
 __device__ __noinline__ void mw_elide_tick(mw_ctx *c);
 /* Whether a spawn inside an elided call may be called here too (else it is refused: the stack is
