@@ -696,6 +696,35 @@ typedef struct mw_level {
  * read, or its users increment is seen by the remover's wait. Every worker that runs instances
  * removes at its exit, and the poster is one of them, so no cell outlives its task; at the stop
  * barrier no worker is inside a bulk task, so the board is empty across relaunches. */
+/* Block tasks (a design; built on the branch block-tasks, not yet on the executor).
+ * A task declared `task block void name(params) { ... }` runs its body on all MW_CTA_WARPS
+ * warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1), `thread` (warp
+ * * 32 + lane), `nthreads` (MW_CTA_WARPS * 32), `lane`, `index` (its instance when spawned
+ * in bulk, else 0), `barrier()` (every warp of the CTA: bar.sync 1 on cuda, a CTA barrier on
+ * sim that fails the task, with the lines, when the warps reach different barriers or one
+ * leaves while others wait), and `__shared__` declarations, which the generator turns into
+ * references into the CTA's block area (MW_BLOCK_SMEM bytes: dynamic shared memory on cuda,
+ * host memory per CTA on sim); their sum is checked at compile time, at the user's line.
+ * First version: a block task spawns and awaits nothing and returns nothing (a compile error at
+ * the user's line says so); any task may spawn and await it, from the host too, and in bulk.
+ *   The CTA's block slot (mw_wstate.blk_* of the CTA's first warp, shared memory):
+ *     blk_frame: 0 free, frame + 1 while a block task is held; blk_arrived: warps in;
+ *     blk_state: FREE -> HELD (the host warp's CAS) -> RUN (the MW_CTA_WARPS-th arrival) ->
+ *     FREE (the host warp, after the body's last barrier), or HELD -> FREE (withdrawn).
+ *   Hold: the worker that takes a block frame (queue, record, inbox) is its host warp: CAS
+ *     FREE -> HELD (another block task held: the frame goes back to the global queue), store
+ *     the frame, arrive. From then on the CTA drains: a warp at its idle loop looks at the slot
+ *     before any other work (one shared load) and arrives instead of taking work; warps still
+ *     in a body arrive when it ends. Arrival: atomicAdd on blk_arrived; the MW_CTA_WARPS-th
+ *     sets RUN; every warp then passes bar.sync 1 (the frame and the slot seen by all), runs the
+ *     body with its warp index, passes bar.sync 1 again; the host warp completes the future,
+ *     frees the frame and sets FREE. Bounded: when the slot is not RUN within MW_BLOCK_HOLD_NS
+ *     of the hold (a warp of the CTA in a long body), the host warp withdraws it (CAS HELD ->
+ *     FREE with blk_arrived read under it: the warps that arrived leave at their next look)
+ *     and pushes the frame to the global queue, for a CTA whose warps are idle.
+ *   Shared memory fences: all of the slot's accesses are by warps of one CTA; the CAS and the
+ *     arrivals are shared atomics, the body's view of the frame comes after bar.sync 1. */
+
 #define MW_BOARD 4
 #define MW_BOARD_GONE 0x8000000000000000ull
 
