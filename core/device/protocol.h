@@ -696,6 +696,9 @@ typedef struct mw_level {
  * read, or its users increment is seen by the remover's wait. Every worker that runs instances
  * removes at its exit, and the poster is one of them, so no cell outlives its task; at the stop
  * barrier no worker is inside a bulk task, so the board is empty across relaunches. */
+#define MW_BOARD 4
+#define MW_BOARD_GONE 0x8000000000000000ull
+
 /* Block tasks (a design; built on the branch block-tasks, not yet on the executor).
  * A task declared `task block void name(params) { ... }` runs its body on all MW_CTA_WARPS
  * warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1), `thread` (warp
@@ -724,9 +727,6 @@ typedef struct mw_level {
  *     and pushes the frame to the global queue, for a CTA whose warps are idle.
  *   Shared memory fences: all of the slot's accesses are by warps of one CTA; the CAS and the
  *     arrivals are shared atomics, the body's view of the frame comes after bar.sync 1. */
-
-#define MW_BOARD 4
-#define MW_BOARD_GONE 0x8000000000000000ull
 
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];
