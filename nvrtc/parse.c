@@ -347,6 +347,20 @@ static int parse_task(scan *sc, char *w, size_t at, mw__task *t, size_t *end) {
   int rc = split_decl(head, &t->ret_txt, &t->name);
   free(head);
   if (rc) return fail_at(sc, at, "expected 'task <return type> <name>(<parameters>)'%s", "");
+  /* 'task block <return type> <name>(...)': a block task (protocol.h, Block tasks) */
+  if (!strncmp(t->ret_txt, "block", 5) && isspace((unsigned char)t->ret_txt[5])) {
+    char *rest = trim_dup(t->ret_txt + 6, strlen(t->ret_txt + 6));
+    if (!rest) return MW_ENOMEM;
+    free(t->ret_txt);
+    t->ret_txt = rest;
+    t->block = 1;
+    if (strcmp(t->ret_txt, "void")) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "task %.60s: a block task returns nothing: declare it 'task block void %.60s(...)'",
+               t->name, t->name);
+      return fail_at(sc, at, "%s", msg);
+    }
+  }
   uint32_t rsz = 0;
   t->ret = mw__type_from_text(t->ret_txt, &rsz);
   if (t->ret == MW_T__COUNT || t->ret == MW_T_PTR)
@@ -1015,6 +1029,20 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__ta
   char msg[600], name[64];
   int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
   if (rc) return rc;
+  /* a block task (protocol.h, Block tasks) runs on every warp of a CTA at once: in this first
+   * version it spawns, awaits and keeps nothing (no 'local'), and fails by returning early */
+  if (t->block && t->nlocals) {
+    snprintf(msg, sizeof msg, "task %s: a block task has no 'local' variables (its body never "
+                              "suspends: declare them as ordinary variables)", t->name);
+    rc = fail_line(sc, t->locals[0].line, msg);
+  }
+  for (int i = 0; i < T.n && !rc && t->block; ++i) {
+    if (!WORD_IN(sc, &T.v[i], body_calls) || i + 1 >= T.n || !tk_is(sc, &T.v[i + 1], "(")) continue;
+    tok_text(sc, &T.v[i], name, sizeof name);
+    snprintf(msg, sizeof msg, "task %s: a block task cannot call %s(): it runs on every warp of a "
+                              "worker CTA at once and spawns, awaits and fails nothing (yet)", t->name, name);
+    rc = fail_line(sc, T.v[i].line, msg);
+  }
   for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
   for (int i = 0; i < T.n && !rc; ++i) {
     const mw__task *callee = spawn_awaited_next(sc, &T, i) ? task_named(p, sc, &T.v[i + 2]) : NULL;
@@ -1286,6 +1314,11 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
       rc = check_body(&bodies, out, suspends, &out->tasks[k]);
     free(suspends);
     if (!rc) rc = check_helpers(&bodies, out);
+    /* the executor does not run block tasks yet (protocol.h, Block tasks: a design) */
+    for (int k = 0; k < out->ntasks && !rc; ++k)
+      if (out->tasks[k].block)
+        rc = fail_at(&bodies, out->tasks[k].decl_start, "task %s: block tasks are not run by this executor yet",
+                     out->tasks[k].name);
   }
   free(names.slot);
   if (rc) mw__parsed_free(out);

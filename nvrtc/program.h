@@ -31,6 +31,8 @@ typedef struct mw__task {
   const char **param_names;
   char *signature;          /* "long fib(int n)" */
   int line;                 /* line of the 'task' keyword */
+  int block;                /* 'task block ...': its body runs on every warp of a worker CTA
+                             * (protocol.h, Block tasks) */
   uint32_t args_size;       /* bytes of the argument struct, as the host lays it out */
   uint32_t kind;            /* runtime-wide kind id, set when loaded */
   size_t decl_start, decl_end; /* [task keyword, closing brace] in the source */
