@@ -1314,13 +1314,18 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
       rc = check_body(&bodies, out, suspends, &out->tasks[k]);
     free(suspends);
     if (!rc) rc = check_helpers(&bodies, out);
-    /* the executor does not run block tasks yet (protocol.h, Block tasks: a design) */
-    for (int k = 0; k < out->ntasks && !rc; ++k)
-      if (out->tasks[k].block)
-        rc = fail_at(&bodies, out->tasks[k].decl_start, "task %s: block tasks are not run by this executor yet",
-                     out->tasks[k].name);
   }
   free(names.slot);
   if (rc) mw__parsed_free(out);
   return rc;
+}
+
+int mw__refuse_block_tasks(const mw__parsed *p, char *err, size_t errlen) {
+  for (int k = 0; k < p->ntasks; ++k)
+    if (p->tasks[k].block) {
+      snprintf(err, errlen, "%s:%d: task %s: block tasks are not run by this executor yet", p->file,
+               p->tasks[k].line, p->tasks[k].name);
+      return MW_ECOMPILE;
+    }
+  return 0;
 }

@@ -167,10 +167,6 @@ task block void f(float *x) {
 task block void f(float *x) {
   await(x);
 }]], 3, "task f: a block task cannot call await()" },
-  { "a block task, which the executor does not run yet", [[
-task block void f(float *x) {
-  x[0] = 1.0f;
-}]], 2, "task f: block tasks are not run by this executor yet" },
   { "value() in helper code", [[
 __device__ long helper(future f) { return value(f); }
 task int f(int x) { return x; }]], 2, "value(...) can only be used in a task body" },

@@ -699,7 +699,8 @@ typedef struct mw_level {
 #define MW_BOARD 4
 #define MW_BOARD_GONE 0x8000000000000000ull
 
-/* Block tasks (a design; built on the branch block-tasks, not yet on the executor).
+/* Block tasks (a design: the parser's rules and the generator's part are built, the executor's
+ * part not yet, so a runtime refuses a program with a block task; mw_generate_source shows it).
  * A task declared `task block void name(params) { ... }` runs its body on all MW_CTA_WARPS
  * warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1), `thread` (warp
  * * 32 + lane), `nthreads` (MW_CTA_WARPS * 32), `lane`, `index` (its instance when spawned

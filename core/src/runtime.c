@@ -1125,6 +1125,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   if (!rc)
     rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
                    desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
+  if (!rc) rc = mw__refuse_block_tasks(&p->parsed, rt->err, sizeof rt->err);
   if (rc) {
     if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
     goto fail_reported;
@@ -2179,8 +2180,9 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   prog.debug = desc && desc->debug;
   mw__parsed defs = *p;
   if ((rc = mw__nvrtc_load(err, sizeof err)) == 0 &&
-      (rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
-                      desc ? desc->first_line : 1, p, err, sizeof err)) != 0 &&
+      ((rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
+                       desc ? desc->first_line : 1, p, err, sizeof err)) != 0 ||
+       (rc = mw__refuse_block_tasks(p, err, sizeof err)) != 0) &&
       out_log)
     *out_log = mw__strdup(err);
   if (rc) {
