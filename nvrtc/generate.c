@@ -434,7 +434,10 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
     }
-    if (form == 2)
+    if (t->block) /* a block task never runs at its spawn or inline: its frame goes to the queue */
+      mw__sb_printf(b, "  return mw_spawn_block(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
+                    bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
+    else if (form == 2)
       mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);
     else if (form == 3)
       mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)_mw_n, true, _mw_line);\n}\n", local);
@@ -888,6 +891,14 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
                     "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
                     at.tag, at.tag, at.tag);
     }
+  /* the dynamic shared memory each worker CTA needs (protocol.h, Block tasks): the block area
+   * when a program has a block task, else none; the cuda backend reads it at load */
+  int blocks = 0;
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k) blocks |= progs[i]->tasks[k].block;
+  if (!opts->sim)
+    mw__sb_printf(b, "extern \"C\" __device__ const mw_u32 mw_block_area_bytes = %s;\n",
+                  blocks ? "MW_BLOCK_SMEM" : "0u");
   kind_at *owner = kinds_at(progs, nprogs, nk);
   if (!owner) {
     b->oom = 1;

@@ -1320,11 +1320,13 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
   return rc;
 }
 
-int mw__refuse_block_tasks(const mw__parsed *p, char *err, size_t errlen) {
+int mw__check_block_tasks(const mw__parsed *p, unsigned workers, unsigned cta_warps, char *err, size_t errlen) {
   for (int k = 0; k < p->ntasks; ++k)
-    if (p->tasks[k].block) {
-      snprintf(err, errlen, "%s:%d: task %s: block tasks are not run by this executor yet", p->file,
-               p->tasks[k].line, p->tasks[k].name);
+    if (p->tasks[k].block && workers < cta_warps) {
+      snprintf(err, errlen,
+               "%s:%d: task %s: a block task runs on a worker CTA of %u warps, and this runtime has %u "
+               "worker%s",
+               p->file, p->tasks[k].line, p->tasks[k].name, cta_warps, workers, workers == 1 ? "" : "s");
       return MW_ECOMPILE;
     }
   return 0;

@@ -82,9 +82,9 @@ int mw__next_declarator(const char *decl, const char **at, mw__declarator *out);
 int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,
               size_t errlen);
 void mw__parsed_free(mw__parsed *p);
-/* MW_ECOMPILE with "file:line: ..." in err when p has a block task, which the executor does not
- * run yet (protocol.h, Block tasks); 0 otherwise. mw_generate_source shows their code. */
-int mw__refuse_block_tasks(const mw__parsed *p, char *err, size_t errlen);
+/* MW_ECOMPILE with "file:line: ..." in err when p has a block task and a runtime of workers
+ * workers has no worker CTA of all its cta_warps warps (protocol.h, Block tasks); 0 otherwise. */
+int mw__check_block_tasks(const mw__parsed *p, unsigned workers, unsigned cta_warps, char *err, size_t errlen);
 
 typedef struct mw__gen_opts {
   int sim;              /* generate for the sim backend (host C++) */

@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 11
+#define MW_PROTOCOL_VERSION 12
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -216,7 +216,7 @@ typedef struct mw_slot {
 
 /* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
  * MW_FR_FAILED: a bulk instance failed, the first to set it writes the message (atomicOr). */
-enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u };
+enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u, MW_FR_BLOCK = 16u };
 /* A task's generation: 0 for a spawn of the host, its spawner's + 1 for a spawn of a task (at
  * most MW_GEN_MAX). It travels with the task: bits 16-31 of its frame's flags (above the
  * mw_frame_flags), of its level's flags (above the mw_level_flags) and mw_rec.gen. An elided
@@ -352,7 +352,7 @@ typedef struct mw_inbox_cell {
   mw_u64 w[MW_INBOX_WORDS];
 } mw_inbox_cell; /* 256 bytes */
 
-enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u };
+enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u, MW_IN_BLOCK = 8u };
 
 /* ---- completion ring (pinned; device workers produce, the host consumes) -----------------
  * cap cells of 8 LL words (64 bytes), cap a power of two and at least the number of host future
@@ -729,6 +729,28 @@ typedef struct mw_level {
  *   Shared memory fences: all of the slot's accesses are by warps of one CTA; the CAS and the
  *     arrivals are shared atomics, the body's view of the frame comes after bar.sync 1. */
 
+/* Bytes of a worker CTA's block area (block tasks' __shared__ variables). */
+#define MW_BLOCK_SMEM 32768u
+/* How long (ns) a host warp holds a block task for its CTA's warps to arrive before it
+ * withdraws it (see Block tasks above). */
+#ifndef MW_BLOCK_HOLD_NS
+#ifdef MW_SIM
+#define MW_BLOCK_HOLD_NS 20000000ull
+#else
+#define MW_BLOCK_HOLD_NS 1000000ull
+#endif
+#endif
+enum mw_blk_state { MW_BLK_FREE = 0, MW_BLK_HELD = 1, MW_BLK_RUN = 2 };
+#define MW_BLK_STATE(v) ((v)&15u)
+#define MW_BLK_MASK(v) (((v) >> 4) & 15u)
+#define MW_BLK_HOST(v) (((v) >> 8) & 15u)
+#define MW_BLK_SEQ(v) ((v) >> 12)
+/* sim: where a warp arrived at the CTA barrier, besides the line of a barrier() of the body */
+enum { MW_BLK_AT_END = 0, MW_BLK_AT_NEXT = -1, MW_BLK_AT_LOST = -2 };
+/* the failure message of warps that reached different barriers (sim): "<task>" MW_BLK_DIVERGED
+ * then "line L (warps ...)" parts, the lines counted as MW_DIVERGED_AT's are */
+#define MW_BLK_DIVERGED ": warps at different barriers: "
+
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];
   mw_kid kid[MW_KIDS];
@@ -754,7 +776,16 @@ typedef struct mw_wstate {
   mw_u32 dirty;     /* bit e: cnt[e] holds counts not yet in the rows */
   mw_u32 frames_taken, frames_freed, steals;
   mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */
-  mw_u32 pad;
+  /* block tasks (see Block tasks above): blk, blk_index, blk_bar, blk_bad and blk_line are the
+   * CTA's block slot, in its first warp; blk_own (the frame + 1 a host warp holds) and blk_in
+   * (1 + the host warp while this warp runs a block task's instances) are each warp's own */
+  mw_u32 blk;       /* seq << 12 | host warp << 8 | arrived warps << 4 | enum mw_blk_state */
+  mw_u32 blk_own;
+  mw_u32 blk_index; /* the instance the CTA runs next; MW_NONE: none left */
+  mw_u32 blk_in;
+  mw_u32 blk_bar;   /* sim: the CTA barrier, generation << 4 | warps arrived */
+  mw_u32 blk_bad;   /* sim: the last barrier found the warps at different places */
+  mw_i32 blk_line[MW_CTA_WARPS]; /* sim: where each warp arrived (MW_BLK_AT_*, else a line) */
   /* kind counters (see per-worker rows): the kind each cache entry counts, and the kind each
    * of the worker's device entries holds (a copy) */
   mw_u16 cnt_kind[MW_KIND_CACHE];
@@ -795,6 +826,7 @@ typedef struct mw_state {
   mw_u64 *nodes;       /* waiter nodes (MW_NODE) */
   mw_u32 *hrefs;       /* host slots: holder references taken by tasks */
   mw_wstate *sim_cta;  /* sim: the CTAs' shared state, MW_CTA_WARPS per CTA; NULL on cuda */
+  mw_u8 *sim_block;    /* sim: the CTAs' block areas, MW_BLOCK_SMEM bytes each; NULL on cuda */
   /* counters, ring tickets and stack heads (device, atomics) */
   mw_u64 frame_rhead, frame_rtail; /* the free frame ring's tickets: next to take, next to give */
   mw_u64 slot_head;

@@ -1285,7 +1285,8 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
       cancel = (flags & MW_IN_CANCEL) != 0;
       if (!cancel) {
         mw_frame_hdr *fh = mw_frame(c, f);
-        mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);
+        mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0) |
+                                              ((flags & MW_IN_BLOCK) ? MW_FR_BLOCK : 0), bn);
         mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
         sl->kind = kind;
         sl->refs = 1;

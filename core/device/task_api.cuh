@@ -94,10 +94,8 @@ struct mw_kind_info {
 /* A block task (protocol.h, Block tasks): its body runs on every warp of a worker CTA at once;
  * never inline, never as a call. */
 #define MW_KIND_BLOCK 4u
-/* Bytes of the CTA's block area, where a block task's __shared__ variables live. */
-#ifndef MW_BLOCK_SMEM
-#define MW_BLOCK_SMEM 32768u
-#endif
+/* The CTA's block area, where a block task's __shared__ variables live: MW_BLOCK_SMEM bytes
+ * (protocol.h). */
 
 struct mw_ctx {
   /* settings, copied once at the start: never re-read from writable memory */
@@ -183,6 +181,8 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
+__device__ __noinline__ future mw_spawn_block(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 n, bool bulk,
+                                              int line);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line);
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant);

@@ -237,6 +237,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->nodes_dev, (size_t)rt->nnodes * sizeof(uint64_t)},
       {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
       {&rt->sim_cta_dev, cta_mem ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
+      {&rt->sim_block_dev, cta_mem ? (size_t)nctas * MW_BLOCK_SMEM : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   int rc;
@@ -361,6 +362,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->nodes = (mw_u64 *)(uintptr_t)rt->nodes_dev;
   st->hrefs = (mw_u32 *)(uintptr_t)rt->hrefs_dev;
   st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
+  st->sim_block = (mw_u8 *)(uintptr_t)rt->sim_block_dev;
   st->nnodes = rt->nnodes;
   st->node_head = rt->nnodes ? 1 : 0;
   st->frame_rmask = pow2_at_least(rt->nframes) - 1u;
@@ -385,7 +387,7 @@ static void free_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
                       &rt->frame_ring_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
-                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->state_dev};
+                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->sim_block_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
     if (*devs[i]) o->free(rt->be, *devs[i]), *devs[i] = 0;
   if (rt->ctl) o->free_pinned(rt->be, (void *)rt->ctl), rt->ctl = NULL;
@@ -1125,7 +1127,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   if (!rc)
     rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
                    desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
-  if (!rc) rc = mw__refuse_block_tasks(&p->parsed, rt->err, sizeof rt->err);
+  if (!rc) rc = mw__check_block_tasks(&p->parsed, rt->nworkers, MW_CTA_WARPS, rt->err, sizeof rt->err);
   if (rc) {
     if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
     goto fail_reported;
@@ -1759,10 +1761,11 @@ static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t
   uint32_t d[MW_INBOX_WORDS] = {0};
   marshal(t, args, (uint8_t *)d);
   d[MW_IN_W_KIND] = t->kind;
-  d[MW_IN_W_FLAGS] = flags;
+  /* a block task's frame says so; one spawned alone is one instance (protocol.h, Block tasks) */
+  d[MW_IN_W_FLAGS] = flags | (t->block ? MW_IN_BLOCK : 0u);
   d[MW_IN_W_FUT] = (uint32_t)f;
   d[MW_IN_W_FUT + 1] = (uint32_t)(f >> 32);
-  d[MW_IN_W_BULK_N] = n;
+  d[MW_IN_W_BULK_N] = t->block && !(flags & MW_IN_BULK) ? 1u : n;
   inbox_write(rt, tk, d);
   rt->inbox_tail = tk + 1;
   rt->host_spawned++;
@@ -2181,8 +2184,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   mw__parsed defs = *p;
   if ((rc = mw__nvrtc_load(err, sizeof err)) == 0 &&
       ((rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
-                       desc ? desc->first_line : 1, p, err, sizeof err)) != 0 ||
-       (rc = mw__refuse_block_tasks(p, err, sizeof err)) != 0) &&
+                       desc ? desc->first_line : 1, p, err, sizeof err)) != 0) &&
       out_log)
     *out_log = mw__strdup(err);
   if (rc) {
