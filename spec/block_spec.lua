@@ -351,6 +351,22 @@ task block void fine(int *out) {
     out:close()
   end)
 
+  it("names the lines of the user's file where the warps parted", function()
+    local line = debug.getinfo(1, "l").currentline
+    local src = [[
+task block void apart(int *out) {
+  if (warp == 3) return;
+  barrier();
+}
+]]
+    local p = assert(rt:compile(src))
+    local out = rt:buffer("int32", 128)
+    local f = p.apart(out)
+    assert.equals(("apart: warps at different barriers: line %d (warps 0 1 2), the end of the body (warp 3)")
+      :format(line + 4), support.error_of(f.await, f, 30))
+    out:close()
+  end)
+
   it("in bulk, one failing instance fails the task and the others still run", function()
     local p = support.compile(rt, [[
 task block void some(int *out) {

@@ -103,7 +103,12 @@ static int image_line(const mw_runtime *rt, const mw__parsed *p, int line) {
 /* A task's failure message with the executor's line (MW_DIVERGED_AT: "t: spawn ... at line 3")
  * put as the line of the user's file; kind is the task whose result it is (the failing task t,
  * or one that awaited it). */
+static void block_message_lines(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap);
 static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
+  if (strstr(msg, MW_BLK_DIVERGED)) {
+    block_message_lines(rt, kind, msg, cap);
+    return;
+  }
   const char *at = strstr(msg, MW_DIVERGED_AT), *colon = strstr(msg, ": ");
   if (!at || !colon || colon > at) return;
   const mw__parsed *p = program_of_task(rt, msg, (size_t)(colon - msg), kind);
@@ -112,6 +117,32 @@ static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, si
   if (!p || *end || line <= 0 || line > 100000000) return;
   size_t pos = (size_t)(at - msg) + strlen(MW_DIVERGED_AT);
   snprintf(msg + pos, cap - pos, "%d", image_line(rt, p, (int)line));
+}
+
+/* A block task's failure at barriers that the warps reached apart ("t" MW_BLK_DIVERGED "line 3
+ * (warp 0), line 5 (warps 1 2 3)", protocol.h): each "line N" after the marker put as the line of
+ * the user's file. */
+static void block_message_lines(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
+  const char *at = strstr(msg, MW_BLK_DIVERGED);
+  const mw__parsed *p = program_of_task(rt, msg, (size_t)(at - msg), kind);
+  if (!p) return;
+  char out[512];
+  size_t from = (size_t)(at - msg) + strlen(MW_BLK_DIVERGED), n = 0;
+  memcpy(out, msg, from);
+  n = from;
+  for (const char *s = msg + from; *s && n < sizeof out - 16;) {
+    char *end;
+    long line;
+    if (!strncmp(s, "line ", 5) && s[5] >= '0' && s[5] <= '9' && (line = strtol(s + 5, &end, 10)) > 0 &&
+        line < 100000000) {
+      n += (size_t)snprintf(out + n, sizeof out - n, "line %d", image_line(rt, p, (int)line));
+      s = end;
+    } else {
+      out[n++] = *s++;
+    }
+  }
+  out[n] = 0;
+  mw__copy_cut(msg, cap, out);
 }
 
 /* The program of the running image that holds the task of kind (the task in *task when task is
