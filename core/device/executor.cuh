@@ -542,8 +542,7 @@ __device__ bool mw_stop_barrier(mw_state *st) {
 
 /* ---- block tasks (protocol.h, Block tasks) --------------------------------------------------
  * A block task's instances run on every warp of one worker CTA at once. The worker that takes
- * its frame is the host warp: it holds the CTA's block slot (mw_wstate.blk of the CTA's first
- * warp) and the CTA's other warps arrive at their loop's top; the last arrival sets RUN, and the
+ * its frame is the host warp: it holds the CTA's block slot (mw_blk_slot: MW_BLK) and the CTA's other warps arrive at their loop's top; the last arrival sets RUN, and the
  * warps run the instances that the host warp claims, one at a time, with the CTA barrier between
  * them (bar.sync 1 on the GPU: nothing else in the executor uses barrier 1). */
 #ifndef MW_SIM
@@ -583,8 +582,8 @@ __device__ int mw_blk_put_u(char *dst, int n, unsigned v) {
 /* sim, lane 0: the block task that the CTA runs fails with msg unless an instance failed before
  * (the first failure's message is kept, as for a bulk task). */
 __device__ void mw_blk_fail(mw_ctx *c, const char *msg) {
-  const mw_u32 v = mw_ld32(&MW_CTAS(c)[0].blk);
-  mw_frame_hdr *h = mw_frame(c, mw_ld32(&MW_CTAS(c)[MW_BLK_HOST(v)].blk_own) - 1u);
+  const mw_u32 v = mw_ld32(&MW_BLK(c)->word);
+  mw_frame_hdr *h = mw_frame(c, mw_ld32(&MW_BLK(c)->own[MW_BLK_HOST(v)]) - 1u);
   if (atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED) return;
   mw_slot *sl = &c->slots[MW_FUT_SLOT(h->fut)];
   sl->code = MW_FAIL_DIVERGED;
@@ -594,13 +593,13 @@ __device__ void mw_blk_fail(mw_ctx *c, const char *msg) {
 /* sim, lane 0 of the warp whose arrival completed a barrier that found the warps at different
  * places: "<task>: warps at different barriers: line 5 (warp 0), line 7 (warps 1 2 3)". */
 __device__ void mw_blk_diverged(mw_ctx *c) {
-  const mw_wstate *b = &MW_CTAS(c)[0];
+  const mw_blk_slot *b = MW_BLK(c);
   char m[MW_MSG_BYTES];
   int n = mw_blk_put(m, 0, MW_BLK_DIVERGED + 2); /* the task's name and ": " come with mw_compose */
   mw_u32 done = 0;
   for (mw_u32 w = 0; w < MW_CTA_WARPS; ++w) {
     if (done & (1u << w)) continue;
-    const int at = (int)mw_ld32((const mw_u32 *)&b->blk_line[w]);
+    const int at = (int)mw_ld32((const mw_u32 *)&b->line[w]);
     if (done) n = mw_blk_put(m, n, ", ");
     if (at == MW_BLK_AT_END) n = mw_blk_put(m, n, "the end of the body");
     else if (at == MW_BLK_AT_LOST) n = mw_blk_put(m, n, "lanes diverged");
@@ -608,7 +607,7 @@ __device__ void mw_blk_diverged(mw_ctx *c) {
     else n = mw_blk_put_u(m, mw_blk_put(m, n, "line "), (unsigned)at);
     mw_u32 ws = 0;
     for (mw_u32 k = w; k < MW_CTA_WARPS; ++k)
-      if ((int)mw_ld32((const mw_u32 *)&b->blk_line[k]) == at) ws |= 1u << k;
+      if ((int)mw_ld32((const mw_u32 *)&b->line[k]) == at) ws |= 1u << k;
     done |= ws;
     n = mw_blk_put(m, n, __popc((int)ws) > 1 ? " (warps" : " (warp");
     for (mw_u32 k = 0; k < MW_CTA_WARPS; ++k)
@@ -623,26 +622,26 @@ __device__ void mw_blk_diverged(mw_ctx *c) {
  * places (the arrival that completes the barrier writes it) and every warp learns it. A wait
  * leaves the warp when the runtime faulted (its other warps may have stopped). */
 __device__ bool mw_blk_bar_sim(mw_ctx *c, int at) {
-  mw_wstate *b = &MW_CTAS(c)[0];
-  mw_st32((mw_u32 *)&b->blk_line[c->cw], (mw_u32)at);
+  mw_blk_slot *b = MW_BLK(c);
+  mw_st32((mw_u32 *)&b->line[c->cw], (mw_u32)at);
   MW_FENCE_CTA();
-  const mw_u32 old = atomicAdd(&b->blk_bar, 1u), g = old >> 4;
+  const mw_u32 old = atomicAdd(&b->bar, 1u), g = old >> 4;
   if ((old & 15u) + 1u == MW_CTA_WARPS) {
     bool bad = false;
     for (mw_u32 w = 0; w < MW_CTA_WARPS; ++w) {
-      const int l = (int)mw_ld32((const mw_u32 *)&b->blk_line[w]);
+      const int l = (int)mw_ld32((const mw_u32 *)&b->line[w]);
       bad |= l != at || l == MW_BLK_AT_LOST;
     }
     if (bad) mw_blk_diverged(c);
-    mw_st32(&b->blk_bad, bad);
+    mw_st32(&b->bad, bad);
     MW_FENCE_CTA();
-    atomicExch(&b->blk_bar, (g + 1u) << 4);
+    atomicExch(&b->bar, (g + 1u) << 4);
     return !bad;
   }
   const int was = __mw_sim_task(0); /* the executor's wait: not stopped as task code is */
-  for (mw_u32 nap = 256; (mw_ld32(&b->blk_bar) >> 4) == g;) {
+  for (mw_u32 nap = 256; (mw_ld32(&b->bar) >> 4) == g;) {
     if (__mw_sim_faulted()) {
-      MW_WS(c)->blk_in = 0;
+      MW_BLK(c)->in[c->cw] = 0;
       __mw_sim_fail_warp("stopped: another warp faulted");
     }
     __nanosleep(nap);
@@ -650,7 +649,7 @@ __device__ bool mw_blk_bar_sim(mw_ctx *c, int at) {
   }
   __mw_sim_task(was);
   MW_FENCE_CTA();
-  return !mw_ld32(&b->blk_bad);
+  return !mw_ld32(&b->bad);
 }
 #endif
 
@@ -700,7 +699,7 @@ __device__ void mw_block_barrier(mw_ctx *c, int line) {
  * (mw_state.hungry), and never past one reference per worker CTA. */
 __device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited);
 /* Lane 0: k instances of block frame f ended (run or skipped); the last completes its future. */
-__device__ void mw_blk_done(mw_ctx *c, mw_u32 f, mw_u32 k) {
+__device__ __noinline__ void mw_blk_done(mw_ctx *c, mw_u32 f, mw_u32 k) {
   mw_frame_hdr *h = mw_frame(c, f);
   MW_FENCE(); /* what the CTA's warps wrote, before the count another CTA may complete with */
   if (atomicAdd(&h->bulk_done, k) + k != h->bulk_n) return;
@@ -756,12 +755,12 @@ __device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited) {
  * (its lanes diverged): it goes to that instance's end, where the others learn it failed.
  * Collective. */
 __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
-  mw_wstate *b = &MW_CTAS(c)[0];
+  mw_blk_slot *b = MW_BLK(c);
   const bool is_host = c->cw == host;
-  const mw_u32 f = mw_bcast(c->lane == 0 ? mw_ld32(&MW_CTAS(c)[host].blk_own) - 1u : 0u);
+  const mw_u32 f = mw_bcast(c->lane == 0 ? mw_ld32(&MW_BLK(c)->own[host]) - 1u : 0u);
   if (c->lane == 0) {
     MW_FENCE(); /* the frame, after the hold that the host warp published it with */
-    MW_WS(c)->blk_in = host + 1u;
+    MW_BLK(c)->in[c->cw] = host + 1u;
   }
   __syncwarp();
   mw_frame_hdr *h = mw_frame(c, f);
@@ -776,9 +775,9 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
   for (;;) {
     if (!lost) {
       /* the next instance: claimed by the host warp, read by every warp after the barrier */
-      if (is_host && c->lane == 0) mw_st32(&b->blk_index, mw_blk_claim(c, f, &invited));
+      if (is_host && c->lane == 0) mw_st32(&b->index, mw_blk_claim(c, f, &invited));
       mw_blk_sync(c, MW_BLK_AT_NEXT);
-      const mw_u32 i = mw_bcast(c->lane == 0 ? mw_ld32(&b->blk_index) : 0u);
+      const mw_u32 i = mw_bcast(c->lane == 0 ? mw_ld32(&b->index) : 0u);
       if (i == MW_NONE) break;
       mw_u32 *dst = (mw_u32 *)c->stk;
       for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
@@ -819,15 +818,15 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
   }
   /* every warp is past the last barrier: the frame's reference goes, the slot is free */
   if (c->lane == 0) {
-    MW_WS(c)->blk_in = 0;
+    MW_BLK(c)->in[c->cw] = 0;
 #ifdef MW_SIM
     c->gw->running = running;
 #endif
     if (is_host) {
       mw_bulk_drop(c, f);
-      const mw_u32 v = mw_ld32(&b->blk);
+      const mw_u32 v = mw_ld32(&b->word);
       MW_FENCE_CTA();
-      mw_st32(&b->blk, (MW_BLK_SEQ(v) + 1u) << 12 | MW_BLK_FREE);
+      mw_st32(&b->word, (MW_BLK_SEQ(v) + 1u) << 12 | MW_BLK_FREE);
     }
   }
   c->bulk = 0;
@@ -840,14 +839,14 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
  * (true) or the hold is withdrawn (false). The host warp withdraws it when the CTA's warps have
  * not all arrived within MW_BLOCK_HOLD_NS, and when the executor stops. */
 __device__ bool mw_blk_wait(mw_ctx *c, mw_u32 v, bool host) {
-  mw_wstate *b = &MW_CTAS(c)[0];
+  mw_blk_slot *b = MW_BLK(c);
   const mw_u64 t0 = MW_GLOBALTIMER();
   for (mw_u32 nap = 32;;) {
-    const mw_u32 w = mw_ld32(&b->blk);
+    const mw_u32 w = mw_ld32(&b->word);
     if (MW_BLK_SEQ(w) != MW_BLK_SEQ(v) || MW_BLK_STATE(w) == MW_BLK_FREE) return false;
     if (MW_BLK_STATE(w) == MW_BLK_RUN) return true;
     if (host && (MW_GLOBALTIMER() - t0 > MW_BLOCK_HOLD_NS || mw_ld32(&c->st->stop))) {
-      if (atomicCAS(&b->blk, w, (MW_BLK_SEQ(w) + 1u) << 12 | MW_BLK_FREE) == w) return false;
+      if (atomicCAS(&b->word, w, (MW_BLK_SEQ(w) + 1u) << 12 | MW_BLK_FREE) == w) return false;
       continue; /* an arrival came first */
     }
     __nanosleep(nap);
@@ -865,7 +864,7 @@ __device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
   if (c->lane == 0) {
     mw_state *st = c->st;
     mw_frame_hdr *h = mw_frame(c, f);
-    mw_wstate *b = &MW_CTAS(c)[0];
+    mw_blk_slot *b = MW_BLK(c);
     bool invited = true;
     if (c->cn < MW_CTA_WARPS) {
       mw_gq_push(st, f);
@@ -875,11 +874,11 @@ __device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
       mw_blk_claim(c, f, &invited);
       mw_bulk_drop(c, f);
     } else {
-      mw_st32(&MW_WS(c)->blk_own, f + 1u);
+      mw_st32(&MW_BLK(c)->own[c->cw], f + 1u);
       MW_FENCE_CTA(); /* the frame's index before the hold that shows it */
-      const mw_u32 v = mw_ld32(&b->blk);
+      const mw_u32 v = mw_ld32(&b->word);
       const mw_u32 nv = (v & ~0xfffu) | c->cw << 8 | (1u << c->cw) << 4 | MW_BLK_HELD;
-      if (MW_BLK_STATE(v) != MW_BLK_FREE || atomicCAS(&b->blk, v, nv) != v) mw_gq_push(st, f);
+      if (MW_BLK_STATE(v) != MW_BLK_FREE || atomicCAS(&b->word, v, nv) != v) mw_gq_push(st, f);
       else if (mw_blk_wait(c, nv, true)) go = 1;
       else mw_gq_push(st, f); /* withdrawn: for a CTA whose warps are idle */
     }
@@ -892,14 +891,14 @@ __device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
 __device__ __noinline__ void mw_block_arrive(mw_ctx *c) {
   mw_u32 host = MW_NONE;
   if (c->lane == 0) {
-    mw_wstate *b = &MW_CTAS(c)[0];
+    mw_blk_slot *b = MW_BLK(c);
     const mw_u32 bit = 1u << c->cw;
     for (;;) {
-      const mw_u32 v = mw_ld32(&b->blk);
+      const mw_u32 v = mw_ld32(&b->word);
       if (MW_BLK_STATE(v) != MW_BLK_HELD || (MW_BLK_MASK(v) & bit)) break;
       mw_u32 nv = v | bit << 4;
       if (MW_BLK_MASK(nv) == (1u << MW_CTA_WARPS) - 1u) nv = (nv & ~15u) | MW_BLK_RUN;
-      if (atomicCAS(&b->blk, v, nv) == v) {
+      if (atomicCAS(&b->word, v, nv) == v) {
         if (mw_blk_wait(c, nv, false)) host = MW_BLK_HOST(nv);
         break;
       }
@@ -1019,6 +1018,8 @@ __device__ void mw_executor(mw_state *st) {
   { /* a fresh launch: the CTA's shared state starts empty */
     mw_u32 *p = (mw_u32 *)MW_WS(&c);
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
+    if (c.cw == 0) /* and its block slot */
+      for (mw_u32 i = c.lane; i < sizeof(mw_blk_slot) / 4; i += 32) ((mw_u32 *)MW_BLK(&c))[i] = 0;
 #if defined(MW_PROBES)
     for (mw_u32 i = c.lane; i < MW_NPROBES; i += 32) mw_probe_acc[c.cw][i][0] = mw_probe_acc[c.cw][i][1] = 0;
     for (mw_u32 i = c.lane; i < MW_DIV_LINES; i += 32) mw_probe_div[c.cw][i][0] = mw_probe_div[c.cw][i][1] = 0;
@@ -1061,9 +1062,9 @@ __device__ void mw_executor(mw_state *st) {
   __syncwarp();
   /* a warp restarted inside a block task's body: that instance fails with the divergence
    * message, and the warp goes on with its CTA (protocol.h, Block tasks) */
-  if (mw_bcast(MW_WS(&c)->blk_in)) {
+  if (mw_bcast(MW_BLK(&c)->in[c.cw])) {
     if (c.lane == 0) mw_blk_fail(&c, c.gw->abort_msg);
-    mw_block_run(&c, MW_WS(&c)->blk_in - 1u, true);
+    mw_block_run(&c, MW_BLK(&c)->in[c.cw] - 1u, true);
   }
 #endif
   mw_u32 nap = 32, tasks = 0, idle = 0;
@@ -1082,7 +1083,7 @@ __device__ void mw_executor(mw_state *st) {
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
       /* the CTA's block slot: one shared load (a CTA of fewer warps never holds one) */
-      stop |= (MW_BLK_STATE(mw_ld32(&MW_CTAS(&c)[0].blk)) == MW_BLK_HELD) << 1;
+      stop |= (MW_BLK_STATE(mw_ld32(&MW_BLK(&c)->word)) == MW_BLK_HELD) << 1;
       /* in flight together with the stop flag's load; one predictable branch while off */
       mw_u32 tg = mw_ld32(&st->trace_gen);
       if (tg != c.trace_gen) mw_trace_switch(&c, tg);

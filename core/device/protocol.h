@@ -751,6 +751,18 @@ enum { MW_BLK_AT_END = 0, MW_BLK_AT_NEXT = -1, MW_BLK_AT_LOST = -2 };
  * then "line L (warps ...)" parts, the lines counted as MW_DIVERGED_AT's are */
 #define MW_BLK_DIVERGED ": warps at different barriers: "
 
+/* The CTA's block slot (see Block tasks above; shared memory beside the warps' states, so that
+ * their layout does not change; sim: mw_state.sim_blk, one per CTA). */
+typedef struct mw_blk_slot {
+  mw_u32 word;   /* seq << 12 | host warp << 8 | arrived warps << 4 | enum mw_blk_state */
+  mw_u32 index;  /* the instance the CTA runs next, written by the host warp; MW_NONE: none left */
+  mw_u32 bar;    /* sim: the CTA barrier, generation << 4 | warps arrived */
+  mw_u32 bad;    /* sim: the last barrier found the warps at different places */
+  mw_i32 line[MW_CTA_WARPS]; /* sim: where each warp arrived (MW_BLK_AT_*, else a line) */
+  mw_u32 own[MW_CTA_WARPS];  /* warp w's: the frame + 1 it holds or last held as host */
+  mw_u32 in[MW_CTA_WARPS];   /* warp w's: 1 + the host warp while it runs the instances */
+} mw_blk_slot;   /* 64 bytes */
+
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];
   mw_kid kid[MW_KIDS];
@@ -776,16 +788,7 @@ typedef struct mw_wstate {
   mw_u32 dirty;     /* bit e: cnt[e] holds counts not yet in the rows */
   mw_u32 frames_taken, frames_freed, steals;
   mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */
-  /* block tasks (see Block tasks above): blk, blk_index, blk_bar, blk_bad and blk_line are the
-   * CTA's block slot, in its first warp; blk_own (the frame + 1 a host warp holds) and blk_in
-   * (1 + the host warp while this warp runs a block task's instances) are each warp's own */
-  mw_u32 blk;       /* seq << 12 | host warp << 8 | arrived warps << 4 | enum mw_blk_state */
-  mw_u32 blk_own;
-  mw_u32 blk_index; /* the instance the CTA runs next; MW_NONE: none left */
-  mw_u32 blk_in;
-  mw_u32 blk_bar;   /* sim: the CTA barrier, generation << 4 | warps arrived */
-  mw_u32 blk_bad;   /* sim: the last barrier found the warps at different places */
-  mw_i32 blk_line[MW_CTA_WARPS]; /* sim: where each warp arrived (MW_BLK_AT_*, else a line) */
+  mw_u32 pad;
   /* kind counters (see per-worker rows): the kind each cache entry counts, and the kind each
    * of the worker's device entries holds (a copy) */
   mw_u16 cnt_kind[MW_KIND_CACHE];
@@ -827,6 +830,7 @@ typedef struct mw_state {
   mw_u32 *hrefs;       /* host slots: holder references taken by tasks */
   mw_wstate *sim_cta;  /* sim: the CTAs' shared state, MW_CTA_WARPS per CTA; NULL on cuda */
   mw_u8 *sim_block;    /* sim: the CTAs' block areas, MW_BLOCK_SMEM bytes each; NULL on cuda */
+  mw_blk_slot *sim_blk; /* sim: the CTAs' block slots; NULL on cuda */
   /* counters, ring tickets and stack heads (device, atomics) */
   mw_u64 frame_rhead, frame_rtail; /* the free frame ring's tickets: next to take, next to give */
   mw_u64 slot_head;

@@ -269,6 +269,7 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
       {&rt->sim_cta_dev, cta_mem ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
       {&rt->sim_block_dev, cta_mem ? (size_t)nctas * MW_BLOCK_SMEM : 0},
+      {&rt->sim_blk_dev, cta_mem ? (size_t)nctas * sizeof(mw_blk_slot) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   int rc;
@@ -394,6 +395,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->hrefs = (mw_u32 *)(uintptr_t)rt->hrefs_dev;
   st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
   st->sim_block = (mw_u8 *)(uintptr_t)rt->sim_block_dev;
+  st->sim_blk = (mw_blk_slot *)(uintptr_t)rt->sim_blk_dev;
   st->nnodes = rt->nnodes;
   st->node_head = rt->nnodes ? 1 : 0;
   st->frame_rmask = pow2_at_least(rt->nframes) - 1u;
@@ -418,7 +420,8 @@ static void free_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
                       &rt->frame_ring_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
-                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->sim_block_dev, &rt->state_dev};
+                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->sim_block_dev,
+                      &rt->sim_blk_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
     if (*devs[i]) o->free(rt->be, *devs[i]), *devs[i] = 0;
   if (rt->ctl) o->free_pinned(rt->be, (void *)rt->ctl), rt->ctl = NULL;
