@@ -699,35 +699,66 @@ typedef struct mw_level {
 #define MW_BOARD 4
 #define MW_BOARD_GONE 0x8000000000000000ull
 
-/* Block tasks (a design: the parser's rules and the generator's part are built, the executor's
- * part not yet, so a runtime refuses a program with a block task; mw_generate_source shows it).
- * A task declared `task block void name(params) { ... }` runs its body on all MW_CTA_WARPS
- * warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1), `thread` (warp
- * * 32 + lane), `nthreads` (MW_CTA_WARPS * 32), `lane`, `index` (its instance when spawned
- * in bulk, else 0), `barrier()` (every warp of the CTA: bar.sync 1 on cuda, a CTA barrier on
- * sim that fails the task, with the lines, when the warps reach different barriers or one
- * leaves while others wait), and `__shared__` declarations, which the generator turns into
- * references into the CTA's block area (MW_BLOCK_SMEM bytes: dynamic shared memory on cuda,
- * host memory per CTA on sim); their sum is checked at compile time, at the user's line.
- * First version: a block task spawns and awaits nothing and returns nothing (a compile error at
- * the user's line says so); any task may spawn and await it, from the host too, and in bulk.
- *   The CTA's block slot (mw_wstate.blk_* of the CTA's first warp, shared memory):
- *     blk_frame: 0 free, frame + 1 while a block task is held; blk_arrived: warps in;
- *     blk_state: FREE -> HELD (the host warp's CAS) -> RUN (the MW_CTA_WARPS-th arrival) ->
- *     FREE (the host warp, after the body's last barrier), or HELD -> FREE (withdrawn).
- *   Hold: the worker that takes a block frame (queue, record, inbox) is its host warp: CAS
- *     FREE -> HELD (another block task held: the frame goes back to the global queue), store
- *     the frame, arrive. From then on the CTA drains: a warp at its idle loop looks at the slot
- *     before any other work (one shared load) and arrives instead of taking work; warps still
- *     in a body arrive when it ends. Arrival: atomicAdd on blk_arrived; the MW_CTA_WARPS-th
- *     sets RUN; every warp then passes bar.sync 1 (the frame and the slot seen by all), runs the
- *     body with its warp index, passes bar.sync 1 again; the host warp completes the future,
- *     frees the frame and sets FREE. Bounded: when the slot is not RUN within MW_BLOCK_HOLD_NS
- *     of the hold (a warp of the CTA in a long body), the host warp withdraws it (CAS HELD ->
- *     FREE with blk_arrived read under it: the warps that arrived leave at their next look)
- *     and pushes the frame to the global queue, for a CTA whose warps are idle.
- *   Shared memory fences: all of the slot's accesses are by warps of one CTA; the CAS and the
- *     arrivals are shared atomics, the body's view of the frame comes after bar.sync 1. */
+/* Block tasks. A task declared `task block void name(params) { ... }` runs its body on all
+ * MW_CTA_WARPS warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1),
+ * `thread` (warp * 32 + lane), `nthreads` (MW_CTA_WARPS * 32), `lane`, `index` (its instance
+ * when spawned in bulk, else 0), `barrier()` (every warp of the CTA: bar.sync 1 on cuda; on sim a
+ * CTA barrier that fails the task, with the lines, when the warps reach different barriers or
+ * one leaves while others wait), and `__shared__` declarations, which the generator turns into
+ * references into the CTA's block area (MW_BLOCK_SMEM bytes: dynamic shared memory on cuda, named
+ * by the image's mw_block_area_bytes, 0 without block tasks; host memory per CTA on sim,
+ * mw_state.sim_block); their sum is checked at compile time, at the user's line. First version:
+ * a block task spawns and awaits nothing, fails nothing and returns nothing (a compile error at
+ * the user's line says so); any task may spawn and await it, the host too, alone or in bulk.
+ *   Its frame: MW_FR_BLOCK (the host's spawn: MW_IN_BLOCK in its inbox flags), bulk_n instances
+ *     (1 for a spawn alone), claimed, counted and referenced as a bulk task's are (bulk_next,
+ *     bulk_done, bulk_refs). A spawn puts it in the global run queue at once: never a record,
+ *     never run inline or at the spawn, so an await of it suspends until a CTA completes it.
+ *   The CTA's block slot (mw_blk_slot: shared memory beside the warps' states; sim_blk on sim):
+ *     word = seq << 12 | host warp << 8 | arrived warps (a bit each) << 4 | state;
+ *     state FREE -> HELD (the host warp's CAS) -> RUN (the arrival that completes the mask) ->
+ *     FREE (the host warp, after the last instance), or HELD -> FREE (withdrawn, by the host
+ *     warp's CAS). Every change to FREE bumps seq, so a late arrival's CAS fails.
+ *   Hold: a worker that takes a block frame (global queue, inbox) is its host warp. A CTA of
+ *     fewer than MW_CTA_WARPS warps (the last one, when the worker count is not a multiple of
+ *     MW_CTA_WARPS) never holds one: it pushes the frame back to the queue (a runtime with no
+ *     complete CTA refuses to compile a block task). A frame whose instances are all claimed is
+ *     dropped; one cancelled before it ran is completed cancelled without a hold. Else the host
+ *     warp stores the frame in own[its warp], cta-release (fence.cta), and CASes the word from
+ *     FREE to HELD with its own bit; a word not FREE (another block task held here) sends the
+ *     frame back to the queue.
+ *   Drain and arrival: every warp reads the word at the top of its loop (the one shared load
+ *     the idle loop pays) and, finding HELD, arrives (CAS adding its bit; the one completing the
+ *     mask also sets RUN) instead of taking work; warps still in a body arrive when it ends. An
+ *     arrived warp waits for RUN (then runs) or for a new seq or FREE (withdrawn: it goes on).
+ *   Bounded: the host warp withdraws the hold (CAS HELD -> FREE, seq + 1) when the word is not
+ *     RUN within MW_BLOCK_HOLD_NS (a warp of the CTA in a long body) or the executor stops, and
+ *     pushes the frame back to the global queue, for a CTA whose warps are idle; so neither a
+ *     busy CTA nor a stop waits on a held block task.
+ *   Run (every warp, mw_block_run): it reads own[host] and passes a gpu fence (the frame, which
+ *     the host warp acquired from the queue, and which its CAS released at CTA scope). Per
+ *     instance: the host warp claims it (atomicAdd bulk_next; a cancelled task's rest is
+ *     claimed and skipped) and stores it in index (MW_NONE: none left); bar.sync 1 (all warps
+ *     see it); every warp copies the frame to its lane stacks and runs the body with its warp
+ *     and the instance; bar.sync 1 (every warp's stores before the completion); the host warp
+ *     counts it done (fence, atomicAdd bulk_done: the last, on any CTA, completes the future as
+ *     a bulk task's last instance does). After the instance that reads MW_NONE the host warp
+ *     drops its reference (bulk_drop: the last frees the frame) and stores FREE with seq + 1.
+ *     The host warp's first claim may invite more CTAs through the global queue (references,
+ *     at most MW_BULK_FANOUT, only while warps are hungry, never past one per complete CTA).
+ *   Barrier 1 is the block task's alone (the executor uses barrier 0 once, at a launch).
+ *   Sim: barrier() and the executor's steps meet at a CTA barrier of host memory (bar, line[],
+ *     bad): each warp stores where it is (a body line, MW_BLK_AT_END at the body's end,
+ *     MW_BLK_AT_NEXT, MW_BLK_AT_LOST) and adds itself; the arrival that completes it compares
+ *     the places and, if they differ, fails the task (MW_FR_FAILED first wins; the message
+ *     "<task>: warps at different barriers: line L (warps ...), ..." with MW_BLK_DIVERGED, whose
+ *     lines the host puts in the user's file) and every warp leaves the body there (a C++
+ *     exception caught around the body): that barrier stands for the instance's end. Lanes of one
+ *     warp at different barrier() lines fail it the same way. A warp restarted inside a body (its
+ *     lanes diverged across call sites) finds in[its warp] set: the instance fails with its
+ *     divergence message and the warp meets the others at the barrier as MW_BLK_AT_LOST. A wait
+ *     at the barrier leaves the warp once the runtime faulted. A fault or trap in a body is a
+ *     fault of the runtime, as for any task. */
 
 /* Bytes of a worker CTA's block area (block tasks' __shared__ variables). */
 #define MW_BLOCK_SMEM 32768u
