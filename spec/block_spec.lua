@@ -165,6 +165,26 @@ support.each_backend(function(backend)
       out:close()
     end)
 
+    it("one trace event an instance", function()
+      local json = require "dkjson"
+      local out = rt:buffer("int32", 128 * 3)
+      local path = ("%s/moonwarp-block-trace-%d.json"):format(os.getenv("TMPDIR") or "/tmp", math.random(1, 1e9))
+      assert(rt:trace_start())
+      assert.is_nil(prog.swap:bulk(3, out, 1):await(30))
+      rt:trace_stop(path)
+      local f = assert(io.open(path, "rb"))
+      local doc = json.decode(f:read("*a"))
+      f:close()
+      os.remove(path)
+      local n = 0
+      for _, e in ipairs(doc.traceEvents) do
+        if e.ph == "X" and e.name == "swap" then n = n + 1 end
+      end
+      assert.equals(3, n)
+      check(out, 3, 1)
+      out:close()
+    end)
+
     it("many in flight with warp tasks: no deadlock, exact results and counts", function()
       settled()
       local before = rt:stats()
@@ -385,6 +405,25 @@ task block void some(int *out) {
     local s = rt:stats().tasks.some
     assert.same({ 1, 0, 1 }, { s.spawned, s.completed, s.failed })
     out:close()
+  end)
+
+  it("a trap in one warp's body is a fault of the runtime that names the block task", function()
+    local rtf = support.runtime("sim")
+    local p = support.compile(rtf, [[
+task block void trapper(int *out) {
+  if (warp == 3) __trap();
+  barrier();
+  out[thread] = 1;
+}
+]], "block_trap.cu")
+    local out = rtf:buffer("int32", 128)
+    local f = p.trapper(out)
+    local err = support.error_of(f.await, f, 30)
+    assert.truthy(err:find("__trap() in warp 3", 1, true), err)
+    assert.truthy(err:find("running task trapper (block_trap.cu:1)", 1, true), err)
+    local t0 = mw.now()
+    rtf:close()
+    assert.truthy(mw.now() - t0 < 5 * support.time_scale)
   end)
 
   it("a worker count that is not a multiple of 4: the last CTA never runs one", function()

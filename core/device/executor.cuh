@@ -790,6 +790,8 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
       c->fail_fut = 0;
       c->cancelled = 0;
       bool ended = true; /* the body returned: the warps meet at its end */
+      const bool traced = is_host && c->trace_ev; /* lane 0 of the host warp: an event an instance */
+      if (traced) mw_trace_begin(c, kind, h->fut, i);
 #ifdef MW_SIM
       const int was = __mw_sim_task(1); /* MW_TASK_IN, with the body's abort caught */
       try {
@@ -810,6 +812,7 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
         }
       }
       if (ended) mw_blk_sync(c, MW_BLK_AT_END);
+      if (traced) mw_trace_end(c, (mw_ld32(&h->flags) & MW_FR_FAILED) ? MW_TR_FAILED : MW_TR_DONE, 1u);
     } else {
       mw_blk_sync(c, MW_BLK_AT_LOST); /* where the others learn that the instance failed */
       lost = false;
@@ -893,6 +896,10 @@ __device__ __noinline__ void mw_block_arrive(mw_ctx *c) {
   if (c->lane == 0) {
     mw_blk_slot *b = MW_BLK(c);
     const mw_u32 bit = 1u << c->cw;
+    if (c->idle) { /* at work from now on, as a warp that took a task */
+      c->idle = 0;
+      atomicSub(&c->st->hungry, 1u);
+    }
     for (;;) {
       const mw_u32 v = mw_ld32(&b->word);
       if (MW_BLK_STATE(v) != MW_BLK_HELD || (MW_BLK_MASK(v) & bit)) break;

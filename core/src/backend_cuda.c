@@ -253,7 +253,8 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   mw_CUfunction fn = NULL;
   mw_CUresult r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
   /* the dynamic shared memory of each CTA: the block area when the image has a block task (its
-   * link part says how much: protocol.h, Block tasks); past 48 KiB only when the kernel allows */
+   * link part says how much: protocol.h, Block tasks). The kernel's default limit is 48 KiB less
+   * its static shared memory (the warps' states): raised to the area whenever there is one */
   unsigned dyn = 0;
   if (r == MW_CUDA_SUCCESS) {
     mw_CUdeviceptr at = 0;
@@ -264,7 +265,7 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
       if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
       dyn = v;
     }
-    if (r == MW_CUDA_SUCCESS && dyn > 48u * 1024u)
+    if (r == MW_CUDA_SUCCESS && dyn)
       r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
   }
   int blocks = 0;
