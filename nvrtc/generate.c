@@ -466,10 +466,11 @@ static int body_names(const mw__parsed *p, const mw__task *t, const char *const 
 
 /* Whether task t's body never awaits: such a task never suspends, so an await that claims it
  * may run it as a plain call (device_api.cuh, leaf children). A word in a place this scan
- * misreads only costs that shortcut. */
+ * misreads only costs that shortcut. A block task is none: it never runs as a call (its body is
+ * in mw_dispatch alone). */
 static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
   static const char *const words[] = {"await", "await_all", "try_await"};
-  return !body_names(p, t, words, sizeof words / sizeof *words);
+  return !t->block && !body_names(p, t, words, sizeof words / sizeof *words);
 }
 
 /* The kind flags of task t (task_api.cuh, mw_kind_info): a leaf that also calls nothing of the
