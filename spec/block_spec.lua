@@ -165,6 +165,36 @@ support.each_backend(function(backend)
       out:close()
     end)
 
+    it("refuse __shared__ variables past the block area at the user's line", function()
+      local p, log, code = rt:compile([[
+task block void big(float *out) {
+  __shared__ float a[4096];
+  __shared__ float b[4096], c[8];
+  out[thread] = a[thread] + b[thread] + c[0];
+}
+]], "block_big.cu")
+      assert.is_nil(p)
+      assert.equals("ECOMPILE", code)
+      assert.truthy(log:find("block_big.cu:2", 1, true) or log:find("block_big.cu(2)", 1, true), log)
+      assert.truthy(log:find("task big: its __shared__ variables take more than the MW_BLOCK_SMEM bytes", 1, true), log)
+      -- exactly the area fits, its last bytes included
+      local fits = assert(rt:compile([[
+task block void fits(float *out) {
+  __shared__ float a[4096];
+  __shared__ float b[4095];
+  a[thread] = 1.0f;
+  b[4094 - thread] = 2.0f + thread;
+  barrier();
+  out[thread] = a[127 - thread] + b[4094 - (127 - thread)];
+}
+]], "block_fits.cu"))
+      local out = rt:buffer("float", 128)
+      assert.is_nil(fits.fits(out):await(30))
+      local got = out:read()
+      for t = 0, 127 do assert.equals(3.0 + (127 - t), got[t + 1]) end
+      out:close()
+    end)
+
     it("one trace event an instance", function()
       local json = require "dkjson"
       local out = rt:buffer("int32", 128 * 3)
