@@ -542,9 +542,10 @@ __device__ bool mw_stop_barrier(mw_state *st) {
 
 /* ---- block tasks (protocol.h, Block tasks) --------------------------------------------------
  * A block task's instances run on every warp of one worker CTA at once. The worker that takes
- * its frame is the host warp: it holds the CTA's block slot (mw_blk_slot: MW_BLK) and the CTA's other warps arrive at their loop's top; the last arrival sets RUN, and the
- * warps run the instances that the host warp claims, one at a time, with the CTA barrier between
- * them (bar.sync 1 on the GPU: nothing else in the executor uses barrier 1). */
+ * its frame is the host warp: it holds the CTA's block slot (mw_blk_slot: MW_BLK) and the CTA's
+ * other warps arrive at their loop's top; the last arrival sets RUN, and the warps run the
+ * instances that the host warp claims, one at a time, with the CTA barrier between them
+ * (bar.sync 1 on the GPU: nothing else in the executor uses barrier 1). */
 #ifndef MW_SIM
 extern __shared__ __align__(16) mw_u8 mw_block_area[]; /* MW_BLOCK_SMEM bytes of dynamic shared memory */
 #endif
@@ -564,7 +565,7 @@ __device__ mw_u8 *mw_block_smem(mw_ctx *c) {
  * the instance's run catches it (the barrier they met at stands for the instance's end). */
 struct mw_blk_abort {};
 
-/* sim: a number's digits after dst[n], up to MW_MSG_BYTES; returns the new length. */
+/* sim: string s, or a number's digits, after dst[n], up to MW_MSG_BYTES; returns the new length. */
 __device__ int mw_blk_put(char *dst, int n, const char *s) {
   while (s && *s && n < MW_MSG_BYTES - 1) dst[n++] = *s++;
   dst[n] = 0;
@@ -853,7 +854,11 @@ __device__ bool mw_blk_wait(mw_ctx *c, mw_u32 v, bool host) {
       continue; /* an arrival came first */
     }
     __nanosleep(nap);
+#ifdef MW_SIM
+    if (nap < 8192u) nap *= 2; /* sim: a nap under 2 us is a yield: sleep, for the busy warps' threads */
+#else
     if (nap < 1024u) nap *= 2;
+#endif
   }
 }
 
