@@ -752,34 +752,43 @@ __device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited) {
 }
 
 /* Every warp of the CTA, once the slot is RUN (host: the host warp): runs the instances the host
- * warp claims until none is left. lost (sim): this warp was restarted inside an instance's body
- * (its lanes diverged): it goes to that instance's end, where the others learn it failed.
- * Collective. */
+ * warp claims until none is left. The warps read the frame (own[host]) after their first
+ * barrier together. lost (sim): this warp was restarted inside an instance's body (its lanes
+ * diverged): it goes to that instance's end, where the others learn it failed. Collective. */
 __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
   mw_blk_slot *b = MW_BLK(c);
   const bool is_host = c->cw == host;
-  const mw_u32 f = mw_bcast(c->lane == 0 ? mw_ld32(&MW_BLK(c)->own[host]) - 1u : 0u);
-  if (c->lane == 0) {
-    MW_FENCE(); /* the frame, after the hold that the host warp published it with */
-    MW_BLK(c)->in[c->cw] = host + 1u;
-  }
-  __syncwarp();
-  mw_frame_hdr *h = mw_frame(c, f);
-  const mw_u32 kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
-  const mw_kind_info *ki = mw_kind(kind);
-  const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
+  if (c->lane == 0) b->in[c->cw] = host + 1u;
+  bool invited = false, first = true;
+  mw_u32 f = 0, kind = 0;
+  mw_frame_hdr *h = 0;
+  const mw_kind_info *ki = 0;
 #ifdef MW_SIM
   const mw_u32 running = c->gw->running;
-  if (c->lane == 0) c->gw->running = kind + 1; /* for a fault report: which task the warp ran */
 #endif
-  bool invited = false;
   for (;;) {
-    if (!lost) {
-      /* the next instance: claimed by the host warp, read by every warp after the barrier */
-      if (is_host && c->lane == 0) mw_st32(&b->index, mw_blk_claim(c, f, &invited));
-      mw_blk_sync(c, MW_BLK_AT_NEXT);
+    /* the next instance: claimed by the host warp, read by every warp after the barrier (the
+     * end of the instance a restarted warp left, instead) */
+    if (!lost && is_host && c->lane == 0) mw_st32(&b->index, mw_blk_claim(c, mw_ld32(&b->own[host]) - 1u, &invited));
+    mw_blk_sync(c, lost ? MW_BLK_AT_LOST : MW_BLK_AT_NEXT);
+    if (first) {
+      first = false;
+      f = mw_bcast(c->lane == 0 ? mw_ld32(&b->own[host]) - 1u : 0u);
+      if (c->lane == 0) MW_FENCE(); /* the frame, which the host warp acquired from the queue */
+      __syncwarp();
+      h = mw_frame(c, f);
+      kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
+      ki = mw_kind(kind);
+#ifdef MW_SIM
+      if (c->lane == 0) c->gw->running = kind + 1; /* for a fault report: which task the warp ran */
+#endif
+    }
+    if (lost) {
+      lost = false;
+    } else {
       const mw_u32 i = mw_bcast(c->lane == 0 ? mw_ld32(&b->index) : 0u);
       if (i == MW_NONE) break;
+      const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
       mw_u32 *dst = (mw_u32 *)c->stk;
       for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
       c->index = i;
@@ -814,15 +823,12 @@ __device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
       }
       if (ended) mw_blk_sync(c, MW_BLK_AT_END);
       if (traced) mw_trace_end(c, (mw_ld32(&h->flags) & MW_FR_FAILED) ? MW_TR_FAILED : MW_TR_DONE, 1u);
-    } else {
-      mw_blk_sync(c, MW_BLK_AT_LOST); /* where the others learn that the instance failed */
-      lost = false;
     }
     if (is_host && c->lane == 0) mw_blk_done(c, f, 1u);
   }
   /* every warp is past the last barrier: the frame's reference goes, the slot is free */
   if (c->lane == 0) {
-    MW_BLK(c)->in[c->cw] = 0;
+    b->in[c->cw] = 0;
 #ifdef MW_SIM
     c->gw->running = running;
 #endif
@@ -876,6 +882,7 @@ __device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
     bool invited = true;
     if (c->cn < MW_CTA_WARPS) {
       mw_gq_push(st, f);
+      __nanosleep(10000); /* and naps, as an idle warp would, rather than take it back at once */
     } else if (mw_ld32(&h->bulk_next) >= h->bulk_n) {
       mw_bulk_drop(c, f);
     } else if (mw_cancel_asked(c, h->fut)) {
