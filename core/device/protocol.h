@@ -721,12 +721,12 @@ typedef struct mw_level {
  *     warp's CAS). Every change to FREE bumps seq, so a late arrival's CAS fails.
  *   Hold: a worker that takes a block frame (global queue, inbox) is its host warp. A CTA of
  *     fewer than MW_CTA_WARPS warps (the last one, when the worker count is not a multiple of
- *     MW_CTA_WARPS) never holds one: it pushes the frame back to the queue (a runtime with no
- *     complete CTA refuses to compile a block task). A frame whose instances are all claimed is
- *     dropped; one cancelled before it ran is completed cancelled without a hold. Else the host
- *     warp stores the frame in own[its warp], cta-release (fence.cta), and CASes the word from
- *     FREE to HELD with its own bit; a word not FREE (another block task held here) sends the
- *     frame back to the queue.
+ *     MW_CTA_WARPS) never holds one: it pushes the frame back to the queue and naps (a runtime
+ *     with no complete CTA refuses to compile a block task). A frame whose instances are all
+ *     claimed is dropped; one cancelled before it ran is completed cancelled without a hold.
+ *     Else the host warp stores the frame in own[its warp], cta-release (fence.cta), and CASes
+ *     the word from FREE to HELD with its own bit; a word not FREE (another block task held
+ *     here) sends the frame back to the queue.
  *   Drain and arrival: every warp reads the word at the top of its loop (the one shared load
  *     the idle loop pays) and, finding HELD, arrives (CAS adding its bit; the one completing the
  *     mask also sets RUN) instead of taking work; warps still in a body arrive when it ends. An
@@ -735,12 +735,12 @@ typedef struct mw_level {
  *     RUN within MW_BLOCK_HOLD_NS (a warp of the CTA in a long body) or the executor stops, and
  *     pushes the frame back to the global queue, for a CTA whose warps are idle; so neither a
  *     busy CTA nor a stop waits on a held block task.
- *   Run (every warp, mw_block_run): it reads own[host] and passes a gpu fence (the frame, which
- *     the host warp acquired from the queue, and which its CAS released at CTA scope). Per
- *     instance: the host warp claims it (atomicAdd bulk_next; a cancelled task's rest is
- *     claimed and skipped) and stores it in index (MW_NONE: none left); bar.sync 1 (all warps
- *     see it); every warp copies the frame to its lane stacks and runs the body with its warp
- *     and the instance; bar.sync 1 (every warp's stores before the completion); the host warp
+ *   Run (every warp, mw_block_run). Per instance: the host warp claims it (atomicAdd
+ *     bulk_next; a cancelled task's rest is claimed and skipped) and stores it in index
+ *     (MW_NONE: none left); bar.sync 1 (all warps see it; after the first, each reads own[host]
+ *     and passes a gpu fence: the frame, which the host warp acquired from the queue); every
+ *     warp copies the frame to its lane stacks and runs the body with its warp and the
+ *     instance; bar.sync 1 (every warp's stores before the completion); the host warp
  *     counts it done (fence, atomicAdd bulk_done: the last, on any CTA, completes the future as
  *     a bulk task's last instance does). After the instance that reads MW_NONE the host warp
  *     drops its reference (bulk_drop: the last frees the frame) and stores FREE with seq + 1.
