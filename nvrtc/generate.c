@@ -291,7 +291,7 @@ static unsigned char *self_contained(const mw__parsed *p) {
   if (!ok) return NULL;
   for (int k = 0; k < p->ntasks; ++k) {
     const mw__task *t = &p->tasks[k];
-    ok[k] = t->ret != MW_T_FUTURE && !body_names(p, t, words, sizeof words / sizeof *words);
+    ok[k] = !t->block && t->ret != MW_T_FUTURE && !body_names(p, t, words, sizeof words / sizeof *words);
     for (int q = 0; q < t->nparams && ok[k]; ++q) ok[k] = t->params[q].type != MW_T_FUTURE;
     for (int q = 0; q < t->nlocals && ok[k]; ++q) { /* the fast body names each local (put_task_fast) */
       const char *d = t->locals[q].decl;
@@ -434,7 +434,10 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       else
         mw__sb_printf(b, "  ((mw_args_%s *)_mw_w)->%s = _mw_p%d;\n", t->name, t->params[k].name, k);
     }
-    if (form == 2)
+    if (t->block) /* a block task never runs at its spawn or inline: its frame goes to the queue */
+      mw__sb_printf(b, "  return mw_spawn_block(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
+                    bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
+    else if (form == 2)
       mw__sb_printf(b, "  return mw_spawn_now(_mw_c, _mw_kb + %uu, _mw_w, _mw_line);\n}\n", local);
     else if (form == 3)
       mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, (mw_u32)_mw_n, true, _mw_line);\n}\n", local);
@@ -463,10 +466,11 @@ static int body_names(const mw__parsed *p, const mw__task *t, const char *const 
 
 /* Whether task t's body never awaits: such a task never suspends, so an await that claims it
  * may run it as a plain call (device_api.cuh, leaf children). A word in a place this scan
- * misreads only costs that shortcut. */
+ * misreads only costs that shortcut. A block task is none: it never runs as a call (its body is
+ * in mw_dispatch alone). */
 static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
   static const char *const words[] = {"await", "await_all", "try_await"};
-  return !body_names(p, t, words, sizeof words / sizeof *words);
+  return !t->block && !body_names(p, t, words, sizeof words / sizeof *words);
 }
 
 /* The kind flags of task t (task_api.cuh, mw_kind_info): a leaf that also calls nothing of the
@@ -474,6 +478,7 @@ static int task_is_leaf(const mw__parsed *p, const mw__task *t) {
  * claims it calls its body with no level set up. */
 static const char *kind_flags(const mw__parsed *p, const mw__task *t) {
   static const char *const words[] = {"spawn", "spawn_bulk", "release", "cancel"};
+  if (t->block) return "MW_KIND_BLOCK";
   if (!task_is_leaf(p, t)) return "0u";
   return body_names(p, t, words, sizeof words / sizeof *words) ? "MW_KIND_LEAF" : "MW_KIND_LEAF | MW_KIND_PURE";
 }
@@ -549,8 +554,13 @@ static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t, i
  * through the context could alias. MW_LOCALS_IN_FRAME: the body works on the frame's
  * members themselves, as before (a variant to compare). */
 static void put_body_text(mw__sb *b, const place *at, const mw__task *t);
+static void put_block_body(mw__sb *b, const place *at, const mw__task *t);
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
+  if (t->block) {
+    put_block_body(b, at, t);
+    return;
+  }
   mw__sb_puts(b, "#ifdef MW_LOCALS_IN_FRAME\n#define _MW_KEEP() ((void)0)\n#else\n#define _MW_KEEP() (");
   for_kept_names(b, t, put_copy_out);
   mw__sb_puts(b, " (void)0)\n#endif\n");
@@ -566,6 +576,105 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   mw__sb_printf(b, "  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
   put_body_text(b, at, t);
   mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n#undef _MW_KEEP\n");
+}
+
+/* ---- block tasks (protocol.h, Block tasks) ---------------------------------------------------
+ * A block task's __shared__ declarations become members of a struct of its own, mw_shared_T,
+ * which lives in the CTA's block area (mw_block_smem); its size is checked against MW_BLOCK_SMEM
+ * at the first declaration's line, and each declaration in the body becomes references to the
+ * members, on the same lines. */
+
+/* The next '__shared__' declaration of block task t's body from *i: [*kw, *semi] from the word
+ * to its ';' (at depth 0 of (), [] and {}); 0 when there is none. */
+static int next_shared(const mw__parsed *p, const mw__task *t, size_t *i, size_t *kw, size_t *semi) {
+  size_t at, len;
+  while (next_ident(p, t, i, &at, &len)) {
+    if (len != 10 || strncmp(p->src + at, "__shared__", 10)) continue;
+    int depth = 0;
+    size_t k = at + 10;
+    for (; k < t->body_end; ++k) {
+      const char ch = p->src[k];
+      if (ch == '(' || ch == '[' || ch == '{') ++depth;
+      else if (ch == ')' || ch == ']' || ch == '}') --depth;
+      else if (ch == ';' && depth == 0) break;
+    }
+    if (k >= t->body_end) return 0; /* no ';': the C++ compiler says so */
+    *kw = at;
+    *semi = k;
+    *i = k + 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* The line of offset off in t's body. */
+static int body_line_of(const mw__parsed *p, const mw__task *t, size_t off) {
+  int line = t->body_line;
+  for (size_t k = t->body_start; k < off; ++k) line += p->src[k] == '\n';
+  return line;
+}
+
+/* mw_shared_T: the members, and the size check at the first declaration's line. */
+static void put_block_shared(mw__sb *b, const place *at, const mw__task *t) {
+  const mw__parsed *p = at->p;
+  size_t i = t->body_start, kw, semi;
+  int first = 0;
+  mw__sb_printf(b, "struct mw_shared_%s {\n  char _mw_none;\n", t->name);
+  while (next_shared(p, t, &i, &kw, &semi)) {
+    if (!first) first = body_line_of(p, t, kw);
+    mw__sb_puts(b, "  ");
+    for (size_t k = kw + 10; k < semi; ++k) mw__sb_printf(b, "%c", p->src[k] == '\n' ? ' ' : p->src[k]);
+    mw__sb_puts(b, ";\n");
+  }
+  mw__sb_puts(b, "};");
+  if (first) put_line(b, at, first);
+  else mw__sb_puts(b, "\n");
+  mw__sb_printf(b, "static_assert(sizeof(mw_shared_%s) <= MW_BLOCK_SMEM, \"task %s: its __shared__ variables take more "
+                   "than the MW_BLOCK_SMEM bytes a worker CTA keeps for a block task\");\n",
+                t->name, t->name);
+}
+
+/* Block task t's body as written, each __shared__ declaration made references to its members of
+ * mw_shared_T (_mw_sh), on the declaration's lines. */
+static void put_block_text(mw__sb *b, const place *at, const mw__task *t) {
+  const mw__parsed *p = at->p;
+  put_line(b, at, t->body_line);
+  size_t col = t->body_start;
+  while (col > 0 && p->src[col - 1] != '\n') --col;
+  for (size_t k = col; k < t->body_start; ++k) mw__sb_puts(b, " ");
+  size_t from = t->body_start, i = t->body_start, kw, semi;
+  while (next_shared(p, t, &i, &kw, &semi)) {
+    mw__sb_put(b, p->src + from, kw - from);
+    /* the declaration (type, then declarators) as a local declaration's text */
+    char *decl = mw__strndup(p->src + kw + 10, semi - kw - 10);
+    const char *d = decl;
+    mw__declarator dc;
+    int lines = 0;
+    for (size_t k = kw; k < semi; ++k) lines += p->src[k] == '\n';
+    while (decl && mw__next_declarator(decl, &d, &dc))
+      if (dc.len) mw__sb_printf(b, "auto &%.*s = _mw_sh.%.*s; ", (int)dc.len, dc.name, (int)dc.len, dc.name);
+    free(decl);
+    for (int k = 0; k < lines; ++k) mw__sb_puts(b, "\n");
+    from = semi + 1;
+  }
+  mw__sb_put(b, p->src + from, t->body_end + 1 - from);
+}
+
+/* A block task's body: run by every warp of a worker CTA at once (protocol.h, Block tasks), with
+ * warp, thread and nthreads besides lane and index; it never suspends and keeps nothing. */
+static void put_block_body(mw__sb *b, const place *at, const mw__task *t) {
+  put_block_shared(b, at, t);
+  mw__sb_printf(b,
+                "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
+                "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
+                "  const unsigned warp = _c->cw;\n  const unsigned thread = warp * 32u + lane;\n"
+                "  const unsigned nthreads = MW_CTA_WARPS * 32u;\n"
+                "  (void)lane;\n  (void)index;\n  (void)warp;\n  (void)thread;\n  (void)nthreads;\n  (void)_mw_kbase;\n"
+                "  [[maybe_unused]] mw_shared_%s &_mw_sh = *reinterpret_cast<mw_shared_%s *>(mw_block_smem(_c));\n",
+                t->name, t->name, t->name, t->name);
+  for_kept_names(b, t, put_copy_in);
+  put_block_text(b, at, t);
+  mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
 
 /* The body's text as written, at the user's lines and columns. */
@@ -783,6 +892,14 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
                     "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
                     at.tag, at.tag, at.tag);
     }
+  /* the dynamic shared memory each worker CTA needs (protocol.h, Block tasks): the block area
+   * when a program has a block task, else none; the cuda backend reads it at load */
+  int blocks = 0;
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k) blocks |= progs[i]->tasks[k].block;
+  if (!opts->sim)
+    mw__sb_printf(b, "extern \"C\" __device__ const mw_u32 mw_block_area_bytes = %s;\n",
+                  blocks ? "MW_BLOCK_SMEM" : "0u");
   kind_at *owner = kinds_at(progs, nprogs, nk);
   if (!owner) {
     b->oom = 1;

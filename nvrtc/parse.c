@@ -347,6 +347,20 @@ static int parse_task(scan *sc, char *w, size_t at, mw__task *t, size_t *end) {
   int rc = split_decl(head, &t->ret_txt, &t->name);
   free(head);
   if (rc) return fail_at(sc, at, "expected 'task <return type> <name>(<parameters>)'%s", "");
+  /* 'task block <return type> <name>(...)': a block task (protocol.h, Block tasks) */
+  if (!strncmp(t->ret_txt, "block", 5) && isspace((unsigned char)t->ret_txt[5])) {
+    char *rest = trim_dup(t->ret_txt + 6, strlen(t->ret_txt + 6));
+    if (!rest) return MW_ENOMEM;
+    free(t->ret_txt);
+    t->ret_txt = rest;
+    t->block = 1;
+    if (strcmp(t->ret_txt, "void")) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "task %.60s: a block task returns nothing: declare it 'task block void %.60s(...)'",
+               t->name, t->name);
+      return fail_at(sc, at, "%s", msg);
+    }
+  }
   uint32_t rsz = 0;
   t->ret = mw__type_from_text(t->ret_txt, &rsz);
   if (t->ret == MW_T__COUNT || t->ret == MW_T_PTR)
@@ -1015,6 +1029,20 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__ta
   char msg[600], name[64];
   int rc = tokenize(sc, t->body_start, t->body_end + 1, &T);
   if (rc) return rc;
+  /* a block task (protocol.h, Block tasks) runs on every warp of a CTA at once: in this first
+   * version it spawns, awaits and keeps nothing (no 'local'), and fails by returning early */
+  if (t->block && t->nlocals) {
+    snprintf(msg, sizeof msg, "task %s: a block task has no 'local' variables (its body never "
+                              "suspends: declare them as ordinary variables)", t->name);
+    rc = fail_line(sc, t->locals[0].line, msg);
+  }
+  for (int i = 0; i < T.n && !rc && t->block; ++i) {
+    if (!WORD_IN(sc, &T.v[i], body_calls) || i + 1 >= T.n || !tk_is(sc, &T.v[i + 1], "(")) continue;
+    tok_text(sc, &T.v[i], name, sizeof name);
+    snprintf(msg, sizeof msg, "task %s: a block task cannot call %s(): it runs on every warp of a "
+                              "worker CTA at once and spawns, awaits and fails nothing (yet)", t->name, name);
+    rc = fail_line(sc, T.v[i].line, msg);
+  }
   for (int i = 0; i < T.n && !rc; ++i) rc = check_spawn(sc, p, suspends, t, &T, i);
   for (int i = 0; i < T.n && !rc; ++i) {
     const mw__task *callee = spawn_awaited_next(sc, &T, i) ? task_named(p, sc, &T.v[i + 2]) : NULL;
@@ -1290,4 +1318,16 @@ int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out
   free(names.slot);
   if (rc) mw__parsed_free(out);
   return rc;
+}
+
+int mw__check_block_tasks(const mw__parsed *p, unsigned workers, unsigned cta_warps, char *err, size_t errlen) {
+  for (int k = 0; k < p->ntasks; ++k)
+    if (p->tasks[k].block && workers < cta_warps) {
+      snprintf(err, errlen,
+               "%s:%d: task %s: a block task runs on a worker CTA of %u warps, and this runtime has %u "
+               "worker%s",
+               p->file, p->tasks[k].line, p->tasks[k].name, cta_warps, workers, workers == 1 ? "" : "s");
+      return MW_ECOMPILE;
+    }
+  return 0;
 }

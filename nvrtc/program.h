@@ -31,6 +31,8 @@ typedef struct mw__task {
   const char **param_names;
   char *signature;          /* "long fib(int n)" */
   int line;                 /* line of the 'task' keyword */
+  int block;                /* 'task block ...': its body runs on every warp of a worker CTA
+                             * (protocol.h, Block tasks) */
   uint32_t args_size;       /* bytes of the argument struct, as the host lays it out */
   uint32_t kind;            /* runtime-wide kind id, set when loaded */
   size_t decl_start, decl_end; /* [task keyword, closing brace] in the source */
@@ -80,6 +82,9 @@ int mw__next_declarator(const char *decl, const char **at, mw__declarator *out);
 int mw__parse(const char *src, const char *file, int first_line, mw__parsed *out, char *err,
               size_t errlen);
 void mw__parsed_free(mw__parsed *p);
+/* MW_ECOMPILE with "file:line: ..." in err when p has a block task and a runtime of workers
+ * workers has no worker CTA of all its cta_warps warps (protocol.h, Block tasks); 0 otherwise. */
+int mw__check_block_tasks(const mw__parsed *p, unsigned workers, unsigned cta_warps, char *err, size_t errlen);
 
 typedef struct mw__gen_opts {
   int sim;              /* generate for the sim backend (host C++) */

@@ -149,6 +149,24 @@ __device__ future helper(int x) {
   return spawn(leaf, x);
 }
 task int f(int x) { return x; }]], 3, "spawn(...) can only be used in a task body, not in helper code" },
+  { "a block task that returns a value", [[
+task block int f(float *x) {
+  return 1;
+}]], 2, "task f: a block task returns nothing: declare it 'task block void f(...)'" },
+  { "a block task with a local", [[
+task block void f(float *x) {
+  local int k;
+  x[0] = 1.0f;
+}]], 3, "task f: a block task has no 'local' variables" },
+  { "a block task that spawns", [[
+task block void f(float *x) {
+  x[0] = 1.0f;
+  spawn(leaf, 1);
+}]], 4, "task f: a block task cannot call spawn(): it runs on every warp of a worker CTA at once" },
+  { "a block task that awaits", [[
+task block void f(float *x) {
+  await(x);
+}]], 3, "task f: a block task cannot call await()" },
   { "value() in helper code", [[
 __device__ long helper(future f) { return value(f); }
 task int f(int x) { return x; }]], 2, "value(...) can only be used in a task body" },

@@ -160,6 +160,83 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   return fu;
 }
 
+/* Spawns a block task of kind (protocol.h, Block tasks): n instances (bulk), else one. Its frame
+ * goes to the global run queue at once, for a worker CTA to hold and run; an await of it never
+ * runs it inline, it suspends until the CTA completes it. (The generated spawns of block kinds
+ * call this, so spawns of warp tasks pay nothing for it.) Collective. */
+__device__ __noinline__ future mw_spawn_block(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 n, bool bulk,
+                                              int line) {
+  MW_PROBE(MW_PR_SPAWN);
+  future fu;
+  fu.h = 0;
+  const mw_kind_info *ki = mw_kind(kind);
+  mw_u64 key = kind ^ (mw_u64)n << 40;
+#ifdef MW_SIM
+  for (mw_u32 i = 0; i < ki->args_bytes; ++i) key = (key ^ ((const mw_u8 *)args)[i]) * 1099511628211ull;
+#endif
+  if (mw_diverged(c, "spawn", line, key)) return fu;
+  mw_tick(c);
+  if (!bulk) n = 1;
+  mw_u64 h = 0;
+  mw_u32 f = MW_NONE, cx = 0;
+  if (c->lane == 0) {
+    mw_level *L = MW_LV(c);
+    mw_u32 s = MW_NONE, gen = 0;
+    if (c->bulk) {
+      h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
+    } else if (c->cancelled) {
+      h = MW_FUT_SKIPPED;
+      cx = 1;
+    } else if ((s = mw_slot_alloc(c, &gen)) == MW_NONE) {
+      h = MW_FUT_NOSLOT;
+    } else {
+      h = MW_FUT_MAKE(s, gen);
+      mw_slot *sl = &c->slots[s];
+      sl->kind = kind;
+      sl->status = MW_ST_PENDING;
+      sl->refs = 2; /* the task + its owner */
+      sl->fref = 0;
+      sl->sibling = L->children;
+      mw_count(c, kind, MW_CNT_SPAWNED);
+      f = mw_frame_alloc(c);
+      if (f == MW_NONE) {
+        sl->refs = 1;
+        mw_count(c, kind, MW_CNT_FAILED);
+        mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
+                         "no free task frame (capacity exhausted)", mw_kind_name(kind));
+      } else if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
+        MW_WS(c)->epoch++;
+        mw_take_holds(c, ki->futargs, (const mw_u8 *)args);
+      }
+      L->children = s + 1;
+    }
+  }
+  h = mw_bcast64(h);
+  if (mw_bcast(cx)) c->cancelled = 1;
+  f = mw_bcast(f);
+  if (f != MW_NONE) {
+    mw_frame_hdr *fh = mw_frame(c, f);
+    mw_frame_from_args((mw_u32 *)((mw_u8 *)fh + MW_FRAME_HDR_BYTES), (const mw_u32 *)args, ki, c->lane, 32);
+    __syncwarp();
+    if (c->lane == 0) {
+      mw_frame_hdr_fresh(fh, kind, h, MW_FR_BLOCK, n);
+      c->slots[MW_FUT_SLOT(h)].fref = mw_frame_open(c, f);
+      if (n == 0) { /* nothing to run: complete now */
+        if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+        mw_frame_free(c, f);
+        mw_count(c, kind, MW_CNT_COMPLETED);
+        mw_complete_slot(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+        mw_slot_unref(c, MW_FUT_SLOT(h), MW_FUT_GEN(h), 1);
+      } else {
+        mw_gq_push(c->st, f); /* its fence publishes the frame */
+      }
+    }
+    __syncwarp();
+  }
+  fu.h = h;
+  return fu;
+}
+
 /* Where the await in progress keeps its futures: after the running level's frame. */
 __device__ __forceinline__ mw_u32 mw_await_off(mw_ctx *c) {
   return c->off + mw_round16(mw_kind(c->kind)->frame_bytes);

@@ -150,15 +150,16 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
   __syncwarp();
 }
 
-/* Whether frame f is a bulk task. Collective. */
-__device__ bool mw_is_bulk(mw_ctx *c, mw_u32 f) {
+/* Whether frame f is a bulk task or a block task: its MW_FR_BULK and MW_FR_BLOCK flags.
+ * Collective. */
+__device__ mw_u32 mw_frame_class(mw_ctx *c, mw_u32 f) {
   mw_u32 b = 0;
   if (c->lane == 0) {
     MW_FENCE(); /* the frame after the hand-over that brought it here */
-    b = (mw_frame(c, f)->flags & MW_FR_BULK) != 0;
+    b = mw_frame(c, f)->flags & (MW_FR_BULK | MW_FR_BLOCK);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
-  return mw_bcast(b) != 0;
+  return mw_bcast(b);
 }
 
 /* How many more workers each worker that joins a bulk task invites (through the global queue):
@@ -539,7 +540,394 @@ __device__ bool mw_stop_barrier(mw_state *st) {
   }
 }
 
-/* Runs a task taken by the loop: a record, or a frame (plain or bulk). Collective. */
+/* ---- block tasks (protocol.h, Block tasks) --------------------------------------------------
+ * A block task's instances run on every warp of one worker CTA at once. The worker that takes
+ * its frame is the host warp: it holds the CTA's block slot (mw_blk_slot: MW_BLK) and the CTA's
+ * other warps arrive at their loop's top; the last arrival sets RUN, and the warps run the
+ * instances that the host warp claims, one at a time, with the CTA barrier between them
+ * (bar.sync 1 on the GPU: nothing else in the executor uses barrier 1). */
+#ifndef MW_SIM
+extern __shared__ __align__(16) mw_u8 mw_block_area[]; /* MW_BLOCK_SMEM bytes of dynamic shared memory */
+#endif
+
+/* The CTA's block area, where the running block task's __shared__ variables are. */
+__device__ mw_u8 *mw_block_smem(mw_ctx *c) {
+#ifdef MW_SIM
+  return c->st->sim_block + (mw_u64)(c->wid / MW_CTA_WARPS) * MW_BLOCK_SMEM;
+#else
+  (void)c;
+  return mw_block_area;
+#endif
+}
+
+#ifdef MW_SIM
+/* sim: what barrier() throws in every lane when the warps of the CTA met at different places;
+ * the instance's run catches it (the barrier they met at stands for the instance's end). */
+struct mw_blk_abort {};
+
+/* sim: string s, or a number's digits, after dst[n], up to MW_MSG_BYTES; returns the new length. */
+__device__ int mw_blk_put(char *dst, int n, const char *s) {
+  while (s && *s && n < MW_MSG_BYTES - 1) dst[n++] = *s++;
+  dst[n] = 0;
+  return n;
+}
+__device__ int mw_blk_put_u(char *dst, int n, unsigned v) {
+  char d[12];
+  int k = 0;
+  do { d[k++] = (char)('0' + v % 10u); v /= 10u; } while (v && k < 11);
+  while (k && n < MW_MSG_BYTES - 1) dst[n++] = d[--k];
+  dst[n] = 0;
+  return n;
+}
+
+/* sim, lane 0: the block task that the CTA runs fails with msg unless an instance failed before
+ * (the first failure's message is kept, as for a bulk task). */
+__device__ void mw_blk_fail(mw_ctx *c, const char *msg) {
+  const mw_u32 v = mw_ld32(&MW_BLK(c)->word);
+  mw_frame_hdr *h = mw_frame(c, mw_ld32(&MW_BLK(c)->own[MW_BLK_HOST(v)]) - 1u);
+  if (atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED) return;
+  mw_slot *sl = &c->slots[MW_FUT_SLOT(h->fut)];
+  sl->code = MW_FAIL_DIVERGED;
+  mw_compose(sl->msg, mw_kind_name(h->kind), msg);
+}
+
+/* sim, lane 0 of the warp whose arrival completed a barrier that found the warps at different
+ * places: "<task>: warps at different barriers: line 5 (warp 0), line 7 (warps 1 2 3)". */
+__device__ void mw_blk_diverged(mw_ctx *c) {
+  const mw_blk_slot *b = MW_BLK(c);
+  char m[MW_MSG_BYTES];
+  int n = mw_blk_put(m, 0, MW_BLK_DIVERGED + 2); /* the task's name and ": " come with mw_compose */
+  mw_u32 done = 0;
+  for (mw_u32 w = 0; w < MW_CTA_WARPS; ++w) {
+    if (done & (1u << w)) continue;
+    const int at = (int)mw_ld32((const mw_u32 *)&b->line[w]);
+    if (done) n = mw_blk_put(m, n, ", ");
+    if (at == MW_BLK_AT_END) n = mw_blk_put(m, n, "the end of the body");
+    else if (at == MW_BLK_AT_LOST) n = mw_blk_put(m, n, "lanes diverged");
+    else if (at == MW_BLK_AT_NEXT) n = mw_blk_put(m, n, "the executor");
+    else n = mw_blk_put_u(m, mw_blk_put(m, n, "line "), (unsigned)at);
+    mw_u32 ws = 0;
+    for (mw_u32 k = w; k < MW_CTA_WARPS; ++k)
+      if ((int)mw_ld32((const mw_u32 *)&b->line[k]) == at) ws |= 1u << k;
+    done |= ws;
+    n = mw_blk_put(m, n, __popc((int)ws) > 1 ? " (warps" : " (warp");
+    for (mw_u32 k = 0; k < MW_CTA_WARPS; ++k)
+      if (ws & (1u << k)) n = mw_blk_put_u(m, mw_blk_put(m, n, " "), k);
+    n = mw_blk_put(m, n, ")");
+  }
+  mw_blk_fail(c, m);
+}
+
+/* sim, lane 0 of each warp of the CTA: the CTA barrier, arrived at place at (a line of the body,
+ * or MW_BLK_AT_*). True when every warp arrived at the same place; else the task fails with the
+ * places (the arrival that completes the barrier writes it) and every warp learns it. A wait
+ * leaves the warp when the runtime faulted (its other warps may have stopped). */
+__device__ bool mw_blk_bar_sim(mw_ctx *c, int at) {
+  mw_blk_slot *b = MW_BLK(c);
+  mw_st32((mw_u32 *)&b->line[c->cw], (mw_u32)at);
+  MW_FENCE_CTA();
+  const mw_u32 old = atomicAdd(&b->bar, 1u), g = old >> 4;
+  if ((old & 15u) + 1u == MW_CTA_WARPS) {
+    bool bad = false;
+    for (mw_u32 w = 0; w < MW_CTA_WARPS; ++w) {
+      const int l = (int)mw_ld32((const mw_u32 *)&b->line[w]);
+      bad |= l != at || l == MW_BLK_AT_LOST;
+    }
+    if (bad) mw_blk_diverged(c);
+    mw_st32(&b->bad, bad);
+    MW_FENCE_CTA();
+    atomicExch(&b->bar, (g + 1u) << 4);
+    return !bad;
+  }
+  const int was = __mw_sim_task(0); /* the executor's wait: not stopped as task code is */
+  for (mw_u32 nap = 256; (mw_ld32(&b->bar) >> 4) == g;) {
+    if (__mw_sim_faulted()) {
+      MW_BLK(c)->in[c->cw] = 0;
+      __mw_sim_fail_warp("stopped: another warp faulted");
+    }
+    __nanosleep(nap);
+    if (nap < 200000u) nap *= 2;
+  }
+  __mw_sim_task(was);
+  MW_FENCE_CTA();
+  return !mw_ld32(&b->bad);
+}
+#endif
+
+/* The CTA barrier of the executor's own steps (at: MW_BLK_AT_*); on sim false when the warps
+ * were not all there. Collective. */
+__device__ __forceinline__ bool mw_blk_sync(mw_ctx *c, int at) {
+  __syncwarp();
+#ifdef MW_SIM
+  return mw_bcast(c->lane == 0 ? (mw_u32)mw_blk_bar_sim(c, at) : 0u) != 0;
+#else
+  (void)c;
+  (void)at;
+  asm volatile("bar.sync 1, %0;" ::"r"(MW_CTA_WARPS * 32u) : "memory");
+  return true;
+#endif
+}
+
+/* barrier() in a block task's body: every warp of the CTA. On sim, lanes of one warp at
+ * different lines, or warps at different barriers or at the body's end, fail the task with the
+ * lines (the body stops there: mw_blk_abort). Collective. */
+__device__ void mw_block_barrier(mw_ctx *c, int line) {
+#ifdef MW_SIM
+  if (MW_CONVERGE(mw_kind_file(c->kind), line, 0ull)) {
+    /* the lanes' lines: the lowest and the highest */
+    const int lo = (int)__reduce_min_sync(MW_FULL, (unsigned)line), hi = (int)__reduce_max_sync(MW_FULL, (unsigned)line);
+    if (c->lane == 0) {
+      char m[MW_MSG_BYTES];
+      int n = mw_blk_put(m, 0, MW_BLK_DIVERGED + 2);
+      n = mw_blk_put_u(m, mw_blk_put(m, n, "line "), (unsigned)lo);
+      n = mw_blk_put_u(m, mw_blk_put(m, n, ", line "), (unsigned)hi);
+      n = mw_blk_put_u(m, mw_blk_put(m, n, " (lanes of warp "), c->cw);
+      mw_blk_put(m, n, ")");
+      mw_blk_fail(c, m);
+    }
+    line = MW_BLK_AT_LOST;
+  }
+  if (!mw_blk_sync(c, line)) throw mw_blk_abort();
+#else
+  (void)line;
+  mw_blk_sync(c, 0);
+#endif
+}
+
+/* Lane 0 of the host warp: the next instance of block frame f (MW_NONE: none left). A cancelled
+ * task's instances left are claimed and skipped. A claim invites up to MW_BULK_FANOUT more CTAs
+ * through the global queue (each invitation a reference), once per run, while warps are idle
+ * (mw_state.hungry), and never past one reference per worker CTA. */
+__device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited);
+/* Lane 0: k instances of block frame f ended (run or skipped); the last completes its future. */
+__device__ __noinline__ void mw_blk_done(mw_ctx *c, mw_u32 f, mw_u32 k) {
+  mw_frame_hdr *h = mw_frame(c, f);
+  MW_FENCE(); /* what the CTA's warps wrote, before the count another CTA may complete with */
+  if (atomicAdd(&h->bulk_done, k) + k != h->bulk_n) return;
+  MW_FENCE();
+  const mw_u64 fut = h->fut;
+  const mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut), kind = h->kind, fl = mw_ld32(&h->flags);
+  mw_slot *sl = &c->slots[s];
+  char msg[MW_MSG_BYTES];
+  if (fl & MW_FR_CANCEL) {
+    mw_cancel_msg(msg, kind);
+    mw_count(c, kind, MW_CNT_CANCELLED);
+    mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
+  } else if (fl & MW_FR_FAILED) {
+    for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
+    mw_count(c, kind, MW_CNT_FAILED);
+    mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
+  } else {
+    mw_count(c, kind, MW_CNT_COMPLETED);
+    mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+  }
+  const mw_u32 futargs = mw_kind(kind)->futargs;
+  if (futargs) mw_drop_holds(c, futargs, (const mw_u8 *)h + MW_FRAME_HDR_BYTES);
+  if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
+}
+__device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited) {
+  mw_frame_hdr *h = mw_frame(c, f);
+  const mw_u32 n = h->bulk_n;
+  if (mw_cancel_asked(c, h->fut)) {
+    const mw_u32 i = atomicExch(&h->bulk_next, n); /* [i, n) is ours to skip */
+    if (i < n) {
+      atomicOr(&h->flags, (mw_u32)MW_FR_CANCEL);
+      mw_blk_done(c, f, n - i);
+    }
+    return MW_NONE;
+  }
+  const mw_u32 i = atomicAdd(&h->bulk_next, 1u);
+  if (i >= n) return MW_NONE;
+  if (!*invited) { /* while idle warps wait, and its references stay fewer than the CTAs */
+    const mw_u32 left = n - i - 1u, ctas = c->st->nworkers / MW_CTA_WARPS, refs = mw_ld32(&h->bulk_refs);
+    mw_u32 k = left < MW_BULK_FANOUT ? left : MW_BULK_FANOUT;
+    if (refs + k > ctas) k = ctas > refs ? ctas - refs : 0u;
+    if (k && mw_ld32(&c->st->hungry)) {
+      *invited = true;
+      atomicAdd(&h->bulk_refs, k);
+      for (mw_u32 j = 0; j < k; ++j) mw_gq_push(c->st, f);
+    }
+  }
+  return i;
+}
+
+/* Every warp of the CTA, once the slot is RUN (host: the host warp): runs the instances the host
+ * warp claims until none is left. The warps read the frame (own[host]) after their first
+ * barrier together. lost (sim): this warp was restarted inside an instance's body (its lanes
+ * diverged): it goes to that instance's end, where the others learn it failed. Collective. */
+__device__ __noinline__ void mw_block_run(mw_ctx *c, mw_u32 host, bool lost) {
+  mw_blk_slot *b = MW_BLK(c);
+  const bool is_host = c->cw == host;
+  if (c->lane == 0) b->in[c->cw] = host + 1u;
+  bool invited = false, first = true;
+  mw_u32 f = 0, kind = 0;
+  mw_frame_hdr *h = 0;
+  const mw_kind_info *ki = 0;
+#ifdef MW_SIM
+  const mw_u32 running = c->gw->running;
+#endif
+  for (;;) {
+    /* the next instance: claimed by the host warp, read by every warp after the barrier (the
+     * end of the instance a restarted warp left, instead) */
+    if (!lost && is_host && c->lane == 0) mw_st32(&b->index, mw_blk_claim(c, mw_ld32(&b->own[host]) - 1u, &invited));
+    mw_blk_sync(c, lost ? MW_BLK_AT_LOST : MW_BLK_AT_NEXT);
+    if (first) {
+      first = false;
+      f = mw_bcast(c->lane == 0 ? mw_ld32(&b->own[host]) - 1u : 0u);
+      if (c->lane == 0) MW_FENCE(); /* the frame, which the host warp acquired from the queue */
+      __syncwarp();
+      h = mw_frame(c, f);
+      kind = mw_bcast(c->lane == 0 ? h->kind : 0u);
+      ki = mw_kind(kind);
+#ifdef MW_SIM
+      if (c->lane == 0) c->gw->running = kind + 1; /* for a fault report: which task the warp ran */
+#endif
+    }
+    if (lost) {
+      lost = false;
+    } else {
+      const mw_u32 i = mw_bcast(c->lane == 0 ? mw_ld32(&b->index) : 0u);
+      if (i == MW_NONE) break;
+      const mw_u32 *src = (const mw_u32 *)((mw_u8 *)h + MW_FRAME_HDR_BYTES);
+      mw_u32 *dst = (mw_u32 *)c->stk;
+      for (mw_u32 w = 0; w * 4 < ki->frame_bytes; ++w) dst[w] = src[w];
+      c->index = i;
+      c->kind = kind;
+      c->off = 0;
+      c->bulk = 1;
+      c->resume = 0;
+      c->status = MW_RUN_DONE;
+      c->fail_fut = 0;
+      c->cancelled = 0;
+      bool ended = true; /* the body returned: the warps meet at its end */
+      const bool traced = is_host && c->trace_ev; /* lane 0 of the host warp: an event an instance */
+      if (traced) mw_trace_begin(c, kind, h->fut, i);
+#ifdef MW_SIM
+      const int was = __mw_sim_task(1); /* MW_TASK_IN, with the body's abort caught */
+      try {
+        mw_dispatch(c, kind, c->stk);
+      } catch (mw_blk_abort &) {
+        ended = false; /* the barrier that failed was where the warps met */
+      }
+      __mw_sim_task(was);
+#else
+      mw_dispatch(c, kind, c->stk);
+#endif
+      __syncwarp();
+      if (c->status != MW_RUN_DONE && c->lane == 0) { /* the first failure's message is kept */
+        if (!(atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED)) {
+          mw_slot *sl = &c->slots[MW_FUT_SLOT(h->fut)];
+          sl->code = c->fail_code;
+          mw_compose(sl->msg, mw_kind_name(kind), c->fail_msg ? c->fail_msg : "failed");
+        }
+      }
+      if (ended) mw_blk_sync(c, MW_BLK_AT_END);
+      if (traced) mw_trace_end(c, (mw_ld32(&h->flags) & MW_FR_FAILED) ? MW_TR_FAILED : MW_TR_DONE, 1u);
+    }
+    if (is_host && c->lane == 0) mw_blk_done(c, f, 1u);
+  }
+  /* every warp is past the last barrier: the frame's reference goes, the slot is free */
+  if (c->lane == 0) {
+    b->in[c->cw] = 0;
+#ifdef MW_SIM
+    c->gw->running = running;
+#endif
+    if (is_host) {
+      mw_bulk_drop(c, f);
+      const mw_u32 v = mw_ld32(&b->word);
+      MW_FENCE_CTA();
+      mw_st32(&b->word, (MW_BLK_SEQ(v) + 1u) << 12 | MW_BLK_FREE);
+    }
+  }
+  c->bulk = 0;
+  c->index = 0;
+  c->kind = 0;
+  __syncwarp();
+}
+
+/* Lane 0 of a warp that arrived at the CTA's hold, the slot now v: waits until the slot is RUN
+ * (true) or the hold is withdrawn (false). The host warp withdraws it when the CTA's warps have
+ * not all arrived within MW_BLOCK_HOLD_NS, and when the executor stops. */
+__device__ bool mw_blk_wait(mw_ctx *c, mw_u32 v, bool host) {
+  mw_blk_slot *b = MW_BLK(c);
+  const mw_u64 t0 = MW_GLOBALTIMER();
+  for (mw_u32 nap = 32;;) {
+    const mw_u32 w = mw_ld32(&b->word);
+    if (MW_BLK_SEQ(w) != MW_BLK_SEQ(v) || MW_BLK_STATE(w) == MW_BLK_FREE) return false;
+    if (MW_BLK_STATE(w) == MW_BLK_RUN) return true;
+    if (host && (MW_GLOBALTIMER() - t0 > MW_BLOCK_HOLD_NS || mw_ld32(&c->st->stop))) {
+      if (atomicCAS(&b->word, w, (MW_BLK_SEQ(w) + 1u) << 12 | MW_BLK_FREE) == w) return false;
+      continue; /* an arrival came first */
+    }
+    __nanosleep(nap);
+#ifdef MW_SIM
+    if (nap < 8192u) nap *= 2; /* sim: a nap under 2 us is a yield: sleep, for the busy warps' threads */
+#else
+    if (nap < 1024u) nap *= 2;
+#endif
+  }
+}
+
+/* A block frame f that this warp took (its reference is ours): the warp holds it for its CTA and
+ * runs it with the CTA's other warps, or hands it on: to the global queue when this CTA has
+ * fewer than MW_CTA_WARPS warps (it never holds one), when another block task is held here, or
+ * when the hold was withdrawn; dropped when every instance is claimed (an invitation that came
+ * late) or skipped (cancelled before it ran). Collective. */
+__device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
+  mw_u32 go = 0;
+  if (c->lane == 0) {
+    mw_state *st = c->st;
+    mw_frame_hdr *h = mw_frame(c, f);
+    mw_blk_slot *b = MW_BLK(c);
+    bool invited = true;
+    if (c->cn < MW_CTA_WARPS) {
+      mw_gq_push(st, f);
+      __nanosleep(10000); /* and naps, as an idle warp would, rather than take it back at once */
+    } else if (mw_ld32(&h->bulk_next) >= h->bulk_n) {
+      mw_bulk_drop(c, f);
+    } else if (mw_cancel_asked(c, h->fut)) {
+      mw_blk_claim(c, f, &invited);
+      mw_bulk_drop(c, f);
+    } else {
+      mw_st32(&MW_BLK(c)->own[c->cw], f + 1u);
+      MW_FENCE_CTA(); /* the frame's index before the hold that shows it */
+      const mw_u32 v = mw_ld32(&b->word);
+      const mw_u32 nv = (v & ~0xfffu) | c->cw << 8 | (1u << c->cw) << 4 | MW_BLK_HELD;
+      if (MW_BLK_STATE(v) != MW_BLK_FREE || atomicCAS(&b->word, v, nv) != v) mw_gq_push(st, f);
+      else if (mw_blk_wait(c, nv, true)) go = 1;
+      else mw_gq_push(st, f); /* withdrawn: for a CTA whose warps are idle */
+    }
+  }
+  if (mw_bcast(go)) mw_block_run(c, c->cw, false);
+}
+
+/* A warp at its loop's top that found a block task held in its CTA: arrives, and runs it with
+ * the others once every warp is in (protocol.h, Block tasks). Collective. */
+__device__ __noinline__ void mw_block_arrive(mw_ctx *c) {
+  mw_u32 host = MW_NONE;
+  if (c->lane == 0) {
+    mw_blk_slot *b = MW_BLK(c);
+    const mw_u32 bit = 1u << c->cw;
+    if (c->idle) { /* at work from now on, as a warp that took a task */
+      c->idle = 0;
+      atomicSub(&c->st->hungry, 1u);
+    }
+    for (;;) {
+      const mw_u32 v = mw_ld32(&b->word);
+      if (MW_BLK_STATE(v) != MW_BLK_HELD || (MW_BLK_MASK(v) & bit)) break;
+      mw_u32 nv = v | bit << 4;
+      if (MW_BLK_MASK(nv) == (1u << MW_CTA_WARPS) - 1u) nv = (nv & ~15u) | MW_BLK_RUN;
+      if (atomicCAS(&b->word, v, nv) == v) {
+        if (mw_blk_wait(c, nv, false)) host = MW_BLK_HOST(nv);
+        break;
+      }
+    }
+  }
+  host = mw_bcast(host);
+  if (host != MW_NONE) mw_block_run(c, host, false);
+}
+
+/* Runs a task taken by the loop: a record, or a frame (plain, bulk or block). Collective. */
 __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
   c->yield = 0;
   c->nest = 0;
@@ -558,8 +946,12 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
       return mw_run_bulk(c, bf);
     }
     mw_root_from_rec(c, rec, 0, 0);
-  } else if (mw_is_bulk(c, f)) return mw_run_bulk(c, f);
-  else mw_root_from_frame(c, f, 0, 0);
+  } else {
+    const mw_u32 cls = mw_frame_class(c, f);
+    if (cls & MW_FR_BLOCK) return mw_run_block(c, f);
+    if (cls & MW_FR_BULK) return mw_run_bulk(c, f);
+    mw_root_from_frame(c, f, 0, 0);
+  }
   mw_run_chain(c);
 }
 
@@ -645,6 +1037,8 @@ __device__ void mw_executor(mw_state *st) {
   { /* a fresh launch: the CTA's shared state starts empty */
     mw_u32 *p = (mw_u32 *)MW_WS(&c);
     for (mw_u32 i = c.lane; i < sizeof(mw_wstate) / 4; i += 32) p[i] = 0;
+    if (c.cw == 0) /* and its block slot */
+      for (mw_u32 i = c.lane; i < sizeof(mw_blk_slot) / 4; i += 32) ((mw_u32 *)MW_BLK(&c))[i] = 0;
 #if defined(MW_PROBES)
     for (mw_u32 i = c.lane; i < MW_NPROBES; i += 32) mw_probe_acc[c.cw][i][0] = mw_probe_acc[c.cw][i][1] = 0;
     for (mw_u32 i = c.lane; i < MW_DIV_LINES; i += 32) mw_probe_div[c.cw][i][0] = mw_probe_div[c.cw][i][1] = 0;
@@ -685,6 +1079,12 @@ __device__ void mw_executor(mw_state *st) {
     c.lost = 0;
   }
   __syncwarp();
+  /* a warp restarted inside a block task's body: that instance fails with the divergence
+   * message, and the warp goes on with its CTA (protocol.h, Block tasks) */
+  if (mw_bcast(MW_BLK(&c)->in[c.cw])) {
+    if (c.lane == 0) mw_blk_fail(&c, c.gw->abort_msg);
+    mw_block_run(&c, MW_BLK(&c)->in[c.cw] - 1u, true);
+  }
 #endif
   mw_u32 nap = 32, tasks = 0, idle = 0;
   bool poller = c.wid < MW_POLLERS;
@@ -701,12 +1101,19 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 stop = 0;
     if (c.lane == 0) {
       stop = mw_ld32(&st->stop);
+      /* the CTA's block slot: one shared load (a CTA of fewer warps never holds one) */
+      stop |= (MW_BLK_STATE(mw_ld32(&MW_BLK(&c)->word)) == MW_BLK_HELD) << 1;
       /* in flight together with the stop flag's load; one predictable branch while off */
       mw_u32 tg = mw_ld32(&st->trace_gen);
       if (tg != c.trace_gen) mw_trace_switch(&c, tg);
       if (idle && poller && (idle & 255) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
     }
-    if (mw_bcast(stop)) {
+    stop = mw_bcast(stop);
+    if (stop & 2u) { /* a block task is held in this CTA: arrive (protocol.h, Block tasks) */
+      mw_block_arrive(&c);
+      continue;
+    }
+    if (stop) {
       mw_u32 leave = 0;
       if (c.lane == 0) {
         mw_flush(&c);

@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 11
+#define MW_PROTOCOL_VERSION 12
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -216,7 +216,7 @@ typedef struct mw_slot {
 
 /* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
  * MW_FR_FAILED: a bulk instance failed, the first to set it writes the message (atomicOr). */
-enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u };
+enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u, MW_FR_BLOCK = 16u };
 /* A task's generation: 0 for a spawn of the host, its spawner's + 1 for a spawn of a task (at
  * most MW_GEN_MAX). It travels with the task: bits 16-31 of its frame's flags (above the
  * mw_frame_flags), of its level's flags (above the mw_level_flags) and mw_rec.gen. An elided
@@ -352,7 +352,7 @@ typedef struct mw_inbox_cell {
   mw_u64 w[MW_INBOX_WORDS];
 } mw_inbox_cell; /* 256 bytes */
 
-enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u };
+enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u, MW_IN_BLOCK = 8u };
 
 /* ---- completion ring (pinned; device workers produce, the host consumes) -----------------
  * cap cells of 8 LL words (64 bytes), cap a power of two and at least the number of host future
@@ -699,6 +699,101 @@ typedef struct mw_level {
 #define MW_BOARD 4
 #define MW_BOARD_GONE 0x8000000000000000ull
 
+/* Block tasks. A task declared `task block void name(params) { ... }` runs its body on all
+ * MW_CTA_WARPS warps of one worker CTA at once. In the body: `warp` (0 .. MW_CTA_WARPS - 1),
+ * `thread` (warp * 32 + lane), `nthreads` (MW_CTA_WARPS * 32), `lane`, `index` (its instance
+ * when spawned in bulk, else 0), `barrier()` (every warp of the CTA: bar.sync 1 on cuda; on sim a
+ * CTA barrier that fails the task, with the lines, when the warps reach different barriers or
+ * one leaves while others wait), and `__shared__` declarations, which the generator turns into
+ * references into the CTA's block area (MW_BLOCK_SMEM bytes: dynamic shared memory on cuda, named
+ * by the image's mw_block_area_bytes, 0 without block tasks; host memory per CTA on sim,
+ * mw_state.sim_block); their sum is checked at compile time, at the user's line. First version:
+ * a block task spawns and awaits nothing, fails nothing and returns nothing (a compile error at
+ * the user's line says so); any task may spawn and await it, the host too, alone or in bulk.
+ *   Its frame: MW_FR_BLOCK (the host's spawn: MW_IN_BLOCK in its inbox flags), bulk_n instances
+ *     (1 for a spawn alone), claimed, counted and referenced as a bulk task's are (bulk_next,
+ *     bulk_done, bulk_refs). A spawn puts it in the global run queue at once: never a record,
+ *     never run inline or at the spawn, so an await of it suspends until a CTA completes it.
+ *   The CTA's block slot (mw_blk_slot: shared memory beside the warps' states; sim_blk on sim):
+ *     word = seq << 12 | host warp << 8 | arrived warps (a bit each) << 4 | state;
+ *     state FREE -> HELD (the host warp's CAS) -> RUN (the arrival that completes the mask) ->
+ *     FREE (the host warp, after the last instance), or HELD -> FREE (withdrawn, by the host
+ *     warp's CAS). Every change to FREE bumps seq, so a late arrival's CAS fails.
+ *   Hold: a worker that takes a block frame (global queue, inbox) is its host warp. A CTA of
+ *     fewer than MW_CTA_WARPS warps (the last one, when the worker count is not a multiple of
+ *     MW_CTA_WARPS) never holds one: it pushes the frame back to the queue and naps (a runtime
+ *     with no complete CTA refuses to compile a block task). A frame whose instances are all
+ *     claimed is dropped; one cancelled before it ran is completed cancelled without a hold.
+ *     Else the host warp stores the frame in own[its warp], cta-release (fence.cta), and CASes
+ *     the word from FREE to HELD with its own bit; a word not FREE (another block task held
+ *     here) sends the frame back to the queue.
+ *   Drain and arrival: every warp reads the word at the top of its loop (the one shared load
+ *     the idle loop pays) and, finding HELD, arrives (CAS adding its bit; the one completing the
+ *     mask also sets RUN) instead of taking work; warps still in a body arrive when it ends. An
+ *     arrived warp waits for RUN (then runs) or for a new seq or FREE (withdrawn: it goes on).
+ *   Bounded: the host warp withdraws the hold (CAS HELD -> FREE, seq + 1) when the word is not
+ *     RUN within MW_BLOCK_HOLD_NS (a warp of the CTA in a long body) or the executor stops, and
+ *     pushes the frame back to the global queue, for a CTA whose warps are idle; so neither a
+ *     busy CTA nor a stop waits on a held block task.
+ *   Run (every warp, mw_block_run). Per instance: the host warp claims it (atomicAdd
+ *     bulk_next; a cancelled task's rest is claimed and skipped) and stores it in index
+ *     (MW_NONE: none left); bar.sync 1 (all warps see it; after the first, each reads own[host]
+ *     and passes a gpu fence: the frame, which the host warp acquired from the queue); every
+ *     warp copies the frame to its lane stacks and runs the body with its warp and the
+ *     instance; bar.sync 1 (every warp's stores before the completion); the host warp
+ *     counts it done (fence, atomicAdd bulk_done: the last, on any CTA, completes the future as
+ *     a bulk task's last instance does). After the instance that reads MW_NONE the host warp
+ *     drops its reference (bulk_drop: the last frees the frame) and stores FREE with seq + 1.
+ *     The host warp's first claim may invite more CTAs through the global queue (references,
+ *     at most MW_BULK_FANOUT, only while warps are hungry, never past one per complete CTA).
+ *   Barrier 1 is the block task's alone (the executor uses barrier 0 once, at a launch).
+ *   Sim: barrier() and the executor's steps meet at a CTA barrier of host memory (bar, line[],
+ *     bad): each warp stores where it is (a body line, MW_BLK_AT_END at the body's end,
+ *     MW_BLK_AT_NEXT, MW_BLK_AT_LOST) and adds itself; the arrival that completes it compares
+ *     the places and, if they differ, fails the task (MW_FR_FAILED first wins; the message
+ *     "<task>: warps at different barriers: line L (warps ...), ..." with MW_BLK_DIVERGED, whose
+ *     lines the host puts in the user's file) and every warp leaves the body there (a C++
+ *     exception caught around the body): that barrier stands for the instance's end. Lanes of one
+ *     warp at different barrier() lines fail it the same way. A warp restarted inside a body (its
+ *     lanes diverged across call sites) finds in[its warp] set: the instance fails with its
+ *     divergence message and the warp meets the others at the barrier as MW_BLK_AT_LOST. A wait
+ *     at the barrier leaves the warp once the runtime faulted. A fault or trap in a body is a
+ *     fault of the runtime, as for any task. */
+
+/* Bytes of a worker CTA's block area (block tasks' __shared__ variables). */
+#define MW_BLOCK_SMEM 32768u
+/* How long (ns) a host warp holds a block task for its CTA's warps to arrive before it
+ * withdraws it (see Block tasks above). */
+#ifndef MW_BLOCK_HOLD_NS
+#ifdef MW_SIM
+#define MW_BLOCK_HOLD_NS 20000000ull
+#else
+#define MW_BLOCK_HOLD_NS 1000000ull
+#endif
+#endif
+enum mw_blk_state { MW_BLK_FREE = 0, MW_BLK_HELD = 1, MW_BLK_RUN = 2 };
+#define MW_BLK_STATE(v) ((v)&15u)
+#define MW_BLK_MASK(v) (((v) >> 4) & 15u)
+#define MW_BLK_HOST(v) (((v) >> 8) & 15u)
+#define MW_BLK_SEQ(v) ((v) >> 12)
+/* sim: where a warp arrived at the CTA barrier, besides the line of a barrier() of the body */
+enum { MW_BLK_AT_END = 0, MW_BLK_AT_NEXT = -1, MW_BLK_AT_LOST = -2 };
+/* the failure message of warps that reached different barriers (sim): "<task>" MW_BLK_DIVERGED
+ * then "line L (warps ...)" parts, the lines counted as MW_DIVERGED_AT's are */
+#define MW_BLK_DIVERGED ": warps at different barriers: "
+
+/* The CTA's block slot (see Block tasks above; shared memory beside the warps' states, so that
+ * their layout does not change; sim: mw_state.sim_blk, one per CTA). */
+typedef struct mw_blk_slot {
+  mw_u32 word;   /* seq << 12 | host warp << 8 | arrived warps << 4 | enum mw_blk_state */
+  mw_u32 index;  /* the instance the CTA runs next, written by the host warp; MW_NONE: none left */
+  mw_u32 bar;    /* sim: the CTA barrier, generation << 4 | warps arrived */
+  mw_u32 bad;    /* sim: the last barrier found the warps at different places */
+  mw_i32 line[MW_CTA_WARPS]; /* sim: where each warp arrived (MW_BLK_AT_*, else a line) */
+  mw_u32 own[MW_CTA_WARPS];  /* warp w's: the frame + 1 it holds or last held as host */
+  mw_u32 in[MW_CTA_WARPS];   /* warp w's: 1 + the host warp while it runs the instances */
+} mw_blk_slot;   /* 64 bytes */
+
 typedef struct mw_wstate {
   mw_rec rec[MW_RECS];
   mw_kid kid[MW_KIDS];
@@ -765,6 +860,8 @@ typedef struct mw_state {
   mw_u64 *nodes;       /* waiter nodes (MW_NODE) */
   mw_u32 *hrefs;       /* host slots: holder references taken by tasks */
   mw_wstate *sim_cta;  /* sim: the CTAs' shared state, MW_CTA_WARPS per CTA; NULL on cuda */
+  mw_u8 *sim_block;    /* sim: the CTAs' block areas, MW_BLOCK_SMEM bytes each; NULL on cuda */
+  mw_blk_slot *sim_blk; /* sim: the CTAs' block slots; NULL on cuda */
   /* counters, ring tickets and stack heads (device, atomics) */
   mw_u64 frame_rhead, frame_rtail; /* the free frame ring's tickets: next to take, next to give */
   mw_u64 slot_head;

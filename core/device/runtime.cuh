@@ -52,6 +52,14 @@ __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #define MW_CTAS(c) (mw_cta_shared)
 #endif
 #define MW_LV(c) (&MW_WS(c)->lv[(c)->d])
+/* The CTA's block slot (protocol.h, Block tasks): beside the warps' states in shared memory; on
+ * sim the host's (mw_state.sim_blk). */
+#ifdef MW_SIM
+#define MW_BLK(c) ((c)->st->sim_blk + (c)->wid / MW_CTA_WARPS)
+#else
+__shared__ mw_blk_slot mw_cta_blk;
+#define MW_BLK(c) (&mw_cta_blk)
+#endif
 
 /* sim: task code runs between MW_TASK_IN and MW_TASK_OUT (sim_shim.h: it is stopped there after
  * a fault elsewhere); nothing on the GPU */
@@ -1285,7 +1293,8 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
       cancel = (flags & MW_IN_CANCEL) != 0;
       if (!cancel) {
         mw_frame_hdr *fh = mw_frame(c, f);
-        mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0), bn);
+        mw_frame_hdr_fresh(fh, kind, fut, MW_FR_HOST | ((flags & MW_IN_BULK) ? MW_FR_BULK : 0) |
+                                              ((flags & MW_IN_BLOCK) ? MW_FR_BLOCK : 0), bn);
         mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
         sl->kind = kind;
         sl->refs = 1;

@@ -1100,6 +1100,9 @@ inline void stop_task_if_faulted() {
   siglongjmp(w->env, 3);
 }
 } /* namespace mw_sim */
+/* Whether the runtime's fault flag is set (mw_sim_set_abort_flag): executor code that waits for
+ * other warps leaves rather than wait for warps that stopped. */
+inline int __mw_sim_faulted(void) { return mw_sim::tls_abort_flag && *mw_sim::tls_abort_flag; }
 /* Marks whether the warp runs task code from now on; returns what it was. */
 inline int __mw_sim_task(int in) {
   int was = mw_sim::tls_in_task;

@@ -91,6 +91,11 @@ struct mw_kind_info {
 /* A leaf that calls nothing of the task API that needs a level of its own (no spawn, release or
  * cancel): the await that claims it calls its body with no level set up (mw_run_pure). */
 #define MW_KIND_PURE 2u
+/* A block task (protocol.h, Block tasks): its body runs on every warp of a worker CTA at once;
+ * never inline, never as a call. */
+#define MW_KIND_BLOCK 4u
+/* The CTA's block area, where a block task's __shared__ variables live: MW_BLOCK_SMEM bytes
+ * (protocol.h). */
 
 struct mw_ctx {
   /* settings, copied once at the start: never re-read from writable memory */
@@ -176,6 +181,8 @@ __device__ __forceinline__ const mw_kind_info *mw_kind(mw_u32 kind) {
 __device__ void mw_fail(mw_ctx *c, int code, const char *msg);
 __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 bulk_n, bool bulk,
                                             int line);
+__device__ __noinline__ future mw_spawn_block(mw_ctx *c, mw_u32 kind, const void *args, mw_u32 n, bool bulk,
+                                              int line);
 __device__ __noinline__ bool mw_await(mw_ctx *c, const future *fs, mw_u32 n, int line);
 __device__ __noinline__ bool mw_await_more(mw_ctx *c);
 __device__ __noinline__ bool mw_after_await(mw_ctx *c, bool tolerant);
@@ -848,6 +855,12 @@ __device__ __forceinline__ void mw_release_of(mw_ctx *c, future f) {
 #define MW_SPAWN_NOW_SEL MW_SPAWN_NOW_REAL
 #define MW_AWAIT_SEL MW_AWAIT_
 #define spawn(task, ...) MW_SPAWN_SEL(task, ##__VA_ARGS__)
+/* In a block task: the CTA's block area (its __shared__ variables, which the generator places
+ * there), and the barrier of every warp of the CTA (the line: sim names it when the warps
+ * disagree). Collective. */
+__device__ mw_u8 *mw_block_smem(mw_ctx *c);
+__device__ void mw_block_barrier(mw_ctx *c, int line);
+#define barrier() mw_block_barrier(_c, __LINE__)
 #define spawn_bulk(task, n, ...) mw_spawn_bulk__##task(_c, _mw_kbase, __LINE__, (n), ##__VA_ARGS__)
 /* a spawn that the next statement awaits, as the compiler writes it (mw_spawn_now) */
 #define _MWsn(task, ...) MW_SPAWN_NOW_SEL(task, ##__VA_ARGS__)

@@ -32,6 +32,7 @@ typedef struct cuda_be {
   mw_CUmodule mod;
   mw_CUfunction fn;
   int blocks;  /* of the loaded executor per SM, as its occupancy allows (at most MAX_BLOCKS_PER_SM) */
+  unsigned dyn_smem; /* the loaded executor's dynamic shared memory per CTA (block tasks' area) */
   int fresh;   /* loaded since the last launch: the launch fits the workers to it */
   uint32_t stack_bytes; /* mw__backend_args.stack_bytes */
   size_t stack_set;     /* the stack size a launch set last (0: none yet) */
@@ -251,9 +252,25 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   CU(mw__cu.cuModuleLoadData(&mod, image), "cuModuleLoadData");
   mw_CUfunction fn = NULL;
   mw_CUresult r = mw__cu.cuModuleGetFunction(&fn, mod, "mw_executor_kernel");
+  /* the dynamic shared memory of each CTA: the block area when the image has a block task (its
+   * link part says how much: protocol.h, Block tasks). The kernel's default limit is 48 KiB less
+   * its static shared memory (the warps' states): raised to the area whenever there is one */
+  unsigned dyn = 0;
+  if (r == MW_CUDA_SUCCESS) {
+    mw_CUdeviceptr at = 0;
+    size_t bytes = 0;
+    if (mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_block_area_bytes") == MW_CUDA_SUCCESS && bytes == 4) {
+      uint32_t v = 0;
+      r = mw__cu.cuMemcpyDtoHAsync(&v, at, 4, be->aux);
+      if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
+      dyn = v;
+    }
+    if (r == MW_CUDA_SUCCESS && dyn)
+      r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
+  }
   int blocks = 0;
   if (r == MW_CUDA_SUCCESS)
-    r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, 0);
+    r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, dyn);
   if (r != MW_CUDA_SUCCESS) {
     mw__cu.cuModuleUnload(mod);
     return mw__cuda_error(r, "loading the executor", be->err, be->errlen);
@@ -276,6 +293,7 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   if (be->mod) mw__cu.cuModuleUnload(be->mod);
   be->mod = mod;
   be->fn = fn;
+  be->dyn_smem = dyn;
   be->blocks = blocks > MAX_BLOCKS_PER_SM ? MAX_BLOCKS_PER_SM : blocks;
   be->fresh = 1;
   return 0;
@@ -318,7 +336,7 @@ static int cuda_launch(mw__backend *b, uint64_t state_dev, uint32_t *nworkers) {
   unsigned grid = (*nworkers + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK;
   uint64_t st = state_dev;
   void *params[] = {&st};
-  CU(mw__cu.cuLaunchKernel(be->fn, grid, 1, 1, BLOCK_THREADS, 1, 1, 0, be->exec, params, NULL),
+  CU(mw__cu.cuLaunchKernel(be->fn, grid, 1, 1, BLOCK_THREADS, 1, 1, be->dyn_smem, be->exec, params, NULL),
      "cuLaunchKernel");
   be->running = 1;
   return 0;

@@ -28,6 +28,7 @@ static const mw__dl_sym symbols[] = {
     SYM(cuModuleLoadData, "cuModuleLoadData"),
     SYM(cuModuleUnload, "cuModuleUnload"),
     SYM(cuModuleGetFunction, "cuModuleGetFunction"),
+    SYM(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
     SYM(cuFuncGetAttribute, "cuFuncGetAttribute"),
     SYM(cuFuncSetAttribute, "cuFuncSetAttribute"),
     SYM(cuLaunchKernel, "cuLaunchKernel"),

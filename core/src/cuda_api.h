@@ -126,6 +126,7 @@ typedef struct mw__cuda_api {
   mw_CUresult (*cuModuleLoadData)(mw_CUmodule *mod, const void *image);
   mw_CUresult (*cuModuleUnload)(mw_CUmodule mod);
   mw_CUresult (*cuModuleGetFunction)(mw_CUfunction *fn, mw_CUmodule mod, const char *name);
+  mw_CUresult (*cuModuleGetGlobal)(mw_CUdeviceptr *dptr, size_t *bytes, mw_CUmodule mod, const char *name);
   mw_CUresult (*cuFuncGetAttribute)(int *value, int attrib, mw_CUfunction fn);
   mw_CUresult (*cuFuncSetAttribute)(mw_CUfunction fn, int attrib, int value);
   mw_CUresult (*cuLaunchKernel)(mw_CUfunction fn, unsigned int gx, unsigned int gy,

@@ -149,6 +149,7 @@ struct mw_runtime {
   /* device */
   uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
   uint64_t frame_ring_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;
+  uint64_t sim_block_dev, sim_blk_dev; /* sim: the CTAs' block areas and slots (protocol.h, mw_state) */
   uint32_t nnodes;
   mw_state state; /* what was copied to state_dev */
   /* host futures */

@@ -103,7 +103,12 @@ static int image_line(const mw_runtime *rt, const mw__parsed *p, int line) {
 /* A task's failure message with the executor's line (MW_DIVERGED_AT: "t: spawn ... at line 3")
  * put as the line of the user's file; kind is the task whose result it is (the failing task t,
  * or one that awaited it). */
+static void block_message_lines(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap);
 static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
+  if (strstr(msg, MW_BLK_DIVERGED)) {
+    block_message_lines(rt, kind, msg, cap);
+    return;
+  }
   const char *at = strstr(msg, MW_DIVERGED_AT), *colon = strstr(msg, ": ");
   if (!at || !colon || colon > at) return;
   const mw__parsed *p = program_of_task(rt, msg, (size_t)(colon - msg), kind);
@@ -112,6 +117,32 @@ static void user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, si
   if (!p || *end || line <= 0 || line > 100000000) return;
   size_t pos = (size_t)(at - msg) + strlen(MW_DIVERGED_AT);
   snprintf(msg + pos, cap - pos, "%d", image_line(rt, p, (int)line));
+}
+
+/* A block task's failure at barriers that the warps reached apart ("t" MW_BLK_DIVERGED "line 3
+ * (warp 0), line 5 (warps 1 2 3)", protocol.h): each "line N" after the marker put as the line of
+ * the user's file. */
+static void block_message_lines(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap) {
+  const char *at = strstr(msg, MW_BLK_DIVERGED);
+  const mw__parsed *p = program_of_task(rt, msg, (size_t)(at - msg), kind);
+  if (!p) return;
+  char out[512];
+  size_t from = (size_t)(at - msg) + strlen(MW_BLK_DIVERGED), n = 0;
+  memcpy(out, msg, from);
+  n = from;
+  for (const char *s = msg + from; *s && n < sizeof out - 16;) {
+    char *end;
+    long line;
+    if (!strncmp(s, "line ", 5) && s[5] >= '0' && s[5] <= '9' && (line = strtol(s + 5, &end, 10)) > 0 &&
+        line < 100000000) {
+      n += (size_t)snprintf(out + n, sizeof out - n, "line %d", image_line(rt, p, (int)line));
+      s = end;
+    } else {
+      out[n++] = *s++;
+    }
+  }
+  out[n] = 0;
+  mw__copy_cut(msg, cap, out);
 }
 
 /* The program of the running image that holds the task of kind (the task in *task when task is
@@ -237,6 +268,8 @@ static int alloc_arrays(mw_runtime *rt, uint32_t gq_cap) {
       {&rt->nodes_dev, (size_t)rt->nnodes * sizeof(uint64_t)},
       {&rt->hrefs_dev, (size_t)rt->host_slots * sizeof(uint32_t)},
       {&rt->sim_cta_dev, cta_mem ? (size_t)nctas * MW_CTA_WARPS * sizeof(mw_wstate) : 0},
+      {&rt->sim_block_dev, cta_mem ? (size_t)nctas * MW_BLOCK_SMEM : 0},
+      {&rt->sim_blk_dev, cta_mem ? (size_t)nctas * sizeof(mw_blk_slot) : 0},
       {&rt->state_dev, sizeof(mw_state)},
   };
   int rc;
@@ -361,6 +394,8 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->nodes = (mw_u64 *)(uintptr_t)rt->nodes_dev;
   st->hrefs = (mw_u32 *)(uintptr_t)rt->hrefs_dev;
   st->sim_cta = (mw_wstate *)(uintptr_t)rt->sim_cta_dev;
+  st->sim_block = (mw_u8 *)(uintptr_t)rt->sim_block_dev;
+  st->sim_blk = (mw_blk_slot *)(uintptr_t)rt->sim_blk_dev;
   st->nnodes = rt->nnodes;
   st->node_head = rt->nnodes ? 1 : 0;
   st->frame_rmask = pow2_at_least(rt->nframes) - 1u;
@@ -385,7 +420,8 @@ static void free_state(mw_runtime *rt) {
   const mw__backend_ops *o = rt->ops;
   uint64_t *devs[] = {&rt->frames_dev, &rt->slots_dev, &rt->workers_dev, &rt->stats_dev,
                       &rt->frame_ring_dev, &rt->slot_next_dev, &rt->gq_dev, &rt->gq_seq_dev,
-                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->state_dev};
+                      &rt->nodes_dev, &rt->hrefs_dev, &rt->sim_cta_dev, &rt->sim_block_dev,
+                      &rt->sim_blk_dev, &rt->state_dev};
   for (size_t i = 0; i < sizeof devs / sizeof devs[0]; ++i)
     if (*devs[i]) o->free(rt->be, *devs[i]), *devs[i] = 0;
   if (rt->ctl) o->free_pinned(rt->be, (void *)rt->ctl), rt->ctl = NULL;
@@ -1125,6 +1161,7 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   if (!rc)
     rc = mw__parse(source, desc && desc->filename ? desc->filename : "<string>",
                    desc ? desc->first_line : 1, &p->parsed, rt->err, sizeof rt->err);
+  if (!rc) rc = mw__check_block_tasks(&p->parsed, rt->nworkers, MW_CTA_WARPS, rt->err, sizeof rt->err);
   if (rc) {
     if (rc == MW_ENOMEM) snprintf(rt->err, sizeof rt->err, "out of memory");
     goto fail_reported;
@@ -1758,10 +1795,11 @@ static int spawn_one(mw_runtime *rt, const mw__task *t, uint32_t flags, uint32_t
   uint32_t d[MW_INBOX_WORDS] = {0};
   marshal(t, args, (uint8_t *)d);
   d[MW_IN_W_KIND] = t->kind;
-  d[MW_IN_W_FLAGS] = flags;
+  /* a block task's frame says so; one spawned alone is one instance (protocol.h, Block tasks) */
+  d[MW_IN_W_FLAGS] = flags | (t->block ? MW_IN_BLOCK : 0u);
   d[MW_IN_W_FUT] = (uint32_t)f;
   d[MW_IN_W_FUT + 1] = (uint32_t)(f >> 32);
-  d[MW_IN_W_BULK_N] = n;
+  d[MW_IN_W_BULK_N] = t->block && !(flags & MW_IN_BULK) ? 1u : n;
   inbox_write(rt, tk, d);
   rt->inbox_tail = tk + 1;
   rt->host_spawned++;
@@ -2179,8 +2217,8 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   prog.debug = desc && desc->debug;
   mw__parsed defs = *p;
   if ((rc = mw__nvrtc_load(err, sizeof err)) == 0 &&
-      (rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
-                      desc ? desc->first_line : 1, p, err, sizeof err)) != 0 &&
+      ((rc = mw__parse(source, desc && desc->filename ? desc->filename : NULL,
+                       desc ? desc->first_line : 1, p, err, sizeof err)) != 0) &&
       out_log)
     *out_log = mw__strdup(err);
   if (rc) {
