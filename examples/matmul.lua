@@ -104,7 +104,7 @@ local c = ffi.new("float[?]", n * n)
 C:read_into(c, n * n)
 local ok, why = M.check(n, a, b, c, n <= 512 and nil or 4096)
 assert(ok, why)
-print(("matmul: %d x %d in %d x %d tiles on %s, %s checked, %.2f ms (%.1f GFLOP/s, first run)"):format(
+print(("matmul: %d x %d in %d x %d tiles on %s, %s checked, %.2f ms (%.3g GFLOP/s, first run)"):format(
   n, n, tiles, tiles, rt.backend, n <= 512 and "every entry" or "4096 entries", took * 1e3,
   2 * n ^ 3 / took / 1e9))
 rt:close()

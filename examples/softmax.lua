@@ -86,7 +86,7 @@ local y = ffi.new("float[?]", rows * cols)
 Y:read_into(y, rows * cols)
 local ok, why = M.check(rows, cols, x, y, rows <= 1024 and nil or 256)
 assert(ok, why)
-print(("softmax: %d rows of %d on %s, %s checked, %.2f ms (%.1f GB/s in and out, first run)"):format(
+print(("softmax: %d rows of %d on %s, %s checked, %.2f ms (%.3g GB/s in and out, first run)"):format(
   rows, cols, rt.backend, rows <= 1024 and "every row" or "256 rows", took * 1e3,
   2 * rows * cols * 4 / took / 1e9))
 rt:close()
