@@ -121,7 +121,7 @@ if want examples; then
   step "C host example"
   timeout 60 ./build-gpu/hello_host 20
   step "examples on cuda"
-  for e in fib pipeline fanout; do timeout 60 luajit examples/$e.lua || echo "FAILED: $e"; done
+  for e in fib pipeline fanout matmul softmax; do timeout 60 luajit examples/$e.lua || echo "FAILED: $e"; done
 fi
 if want specs; then
   # one busted process per spec file, each under its own bound and all under $SPEC_TIMEOUT, so a
