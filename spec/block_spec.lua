@@ -104,7 +104,8 @@ task int hold_for(int *started, int ms) {
   return 1;
 }
 task int hold(int *flag, int *started) {
-  atomicAdd(started, 1);
+  if (lane == 0) atomicAdd(started, 1); // one count a task: every lane runs the body
+  __syncwarp();
   while (atomicAdd(flag, 0) == 0) __nanosleep(100000);
   return 1;
 }
