@@ -34,14 +34,14 @@ describe("bench/suite.lua #sim", function()
       .. support.shell_quote(dir))
     assert.equals(0, status, out)
     for _, w in ipairs { "round trip", "dependent chain", "fork-join", "bulk", "pipeline",
-      "dynamic fan-out", "buffers", "waits", "host spawns" } do
+      "block tasks", "dynamic fan-out", "buffers", "waits", "host spawns" } do
       assert.truthy(out:find("\n" .. w, 1, true), w .. " missing in:\n" .. out)
     end
     local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
     local lines = {}
     for line in csv:gmatch("[^\n]+") do lines[#lines + 1] = line end
     assert.equals("workload,figure,unit,moonwarp,baseline,ratio", lines[1])
-    assert.equals(19, #lines) -- 18 figures
+    assert.equals(21, #lines) -- 20 figures
     for i = 2, #lines do
       local value = tonumber(lines[i]:match('^"[^"]*","[^"]*",[^,]+,([^,]+),'))
       assert.is_true(value ~= nil and value > 0, lines[i])
@@ -51,7 +51,7 @@ describe("bench/suite.lua #sim", function()
     assert.truthy(svg:find("</svg>%s*$"))
     local bars = 0
     for _ in svg:gmatch("<rect ") do bars = bars + 1 end
-    assert.equals(18, bars)
+    assert.equals(20, bars)
     os.execute("rm -rf " .. support.shell_quote(dir))
   end)
 
