@@ -131,39 +131,10 @@ do
   m:close()
 end
 
--- block tasks: the examples' matmul and softmax (examples/matmul.lua, examples/softmax.lua), each
--- a bulk spawn of block tasks awaited by a driver task, checked once, then timed from the host's
--- spawn of the driver to its await (the baselines: the same algorithms as plain kernels)
-do
-  local ffi = require "ffi"
-  local examples = here .. "/../examples/"
-  local mm = assert(loadfile(examples .. "matmul.lua"))("--module")
-  local sm = assert(loadfile(examples .. "softmax.lua"))("--module")
-  local mprog = assert(rt:compile(mm.SOURCE, "examples/matmul.lua"))
-  local sprog = assert(rt:compile(sm.SOURCE, "examples/softmax.lua"))
-  local n = small and 128 or 2048
-  local a, b = mm.inputs(n)
-  local A, B, C = rt:buffer("float", n * n), rt:buffer("float", n * n), rt:buffer("float", n * n)
-  A:write_from(a, n * n)
-  B:write_from(b, n * n)
-  mprog.matmul(A, B, C, n):await()
-  local c = ffi.new("float[?]", n * n)
-  C:read_into(c, n * n)
-  assert(mm.check(n, a, b, c, 1024))
-  local t = median(timeit(small and 3 or 10, function() mprog.matmul(A, B, C, n):await() end))
-  row("block tasks", ("matmul %d x %d"):format(n, n), "GFLOP/s", 2 * n ^ 3 / t / 1e9, "higher")
-  A:close(); B:close(); C:close()
-  local rows, cols = small and 256 or 8192, small and 256 or 4096
-  local x = sm.inputs(rows, cols)
-  local X, Y = rt:buffer("float", rows * cols), rt:buffer("float", rows * cols)
-  X:write_from(x, rows * cols)
-  sprog.softmax(X, Y, rows, cols):await()
-  local y = ffi.new("float[?]", rows * cols)
-  Y:read_into(y, rows * cols)
-  assert(sm.check(rows, cols, x, y, 64))
-  t = median(timeit(small and 3 or 10, function() sprog.softmax(X, Y, rows, cols):await() end))
-  row("block tasks", ("softmax %d rows of %d"):format(rows, cols), "GB/s", 2 * rows * cols * 4 / t / 1e9, "higher")
-  X:close(); Y:close()
+-- block tasks: the examples' matmul and softmax (bench/blocks.lua; the baselines: the same
+-- algorithms as plain kernels)
+for _, r in ipairs(assert(loadfile(here .. "/blocks.lua"))("--module").measure(rt, small)) do
+  row(r[1], r[2], r[3], r[4], r[5])
 end
 
 -- dynamic fan-out (bench/fanout.lua)

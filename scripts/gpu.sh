@@ -35,6 +35,9 @@
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
+#   blocks     bench/blocks.lua (the block-task matmul and softmax) at each worker count of
+#              $BLOCK_WORKERS (default "528 1056 2112": one, two and four worker CTAs an SM on 132
+#              SMs), beside the same algorithms as plain kernels (bench/baselines.cu's lines)
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
 #   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
 #   $GPU_PACK=1: at the end (an outer timeout's TERM included, once the command running then
@@ -74,7 +77,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60 [blocks]=60)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -295,6 +298,15 @@ if want fibscale; then
   for w in ${FIBSCALE_WORKERS:-132 264 528}; do
     timeout 100 luajit bench/fibscale.lua cuda "$w" 2>&1 | tee -a "$out/fibscale.txt"
   done
+fi
+if want blocks; then
+  step "block tasks per worker count, and their kernels"
+  need_counts BLOCK_WORKERS
+  for w in ${BLOCK_WORKERS:-528 1056 2112}; do
+    timeout 100 luajit bench/blocks.lua cuda "$w" 2>&1 | tee -a "$out/blocks.txt"
+  done
+  timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
+    timeout 120 ./build-gpu/baselines 2>&1 | grep "^block tasks/" | tee -a "$out/blocks.txt"
 fi
 if want ab; then
   # each tree of $AB_REFS built in its own folder first; then core.lua in turns, so that a drift

@@ -136,3 +136,25 @@ describe("bench/fibscale.lua #sim", function()
     assert.truthy(out:find('each n must be a whole number from 1 to 40, got "12.5"', 1, true), out)
   end)
 end)
+
+describe("bench/blocks.lua #sim", function()
+  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  it("prints the block-task matmul's and softmax's rates at the worker count asked", function()
+    local status, out = support.run(env .. "luajit bench/blocks.lua sim 8")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("block tasks on sim, 8 workers", 1, true), out)
+    local mm = tonumber(out:match("\nmatmul 128 x 128%s+([%d.]+) GFLOP/s"))
+    local sm = tonumber(out:match("\nsoftmax 256 rows of 256%s+([%d.]+) GB/s"))
+    assert.is_true(mm ~= nil and mm > 0, out)
+    assert.is_true(sm ~= nil and sm > 0, out)
+  end)
+
+  it("refuses a worker count below one worker CTA or no whole number, saying which", function()
+    for _, w in ipairs { "3", "6.5", "many" } do
+      local status, out = support.run(env .. "luajit bench/blocks.lua sim " .. w)
+      assert.are_not.equals(0, status, out)
+      assert.truthy(out:find('workers must be a whole number of at least 4 (one worker CTA), got "' .. w .. '"', 1, true), out)
+    end
+  end)
+end)
