@@ -111,6 +111,14 @@ per_variant() {
     MOONWARP_DEVICE_DEFINE=$v "$@" 2>&1 | tee -a "$out/$file"
   done
 }
+# per_count VAR DEFAULT FILE CMD...: CMD with one more argument, a worker count, once per count of
+# $VAR (DEFAULT where it is unset), each under 100 s, the output in $out/FILE
+per_count() {
+  local var=$1 def=$2 file=$3 w
+  shift 3
+  need_counts "$var"
+  for w in ${!var:-$def}; do timeout 100 "$@" "$w" 2>&1 | tee -a "$out/$file"; done
+}
 step build
 # the build's log stays out of $out unless the build fails: a remote run may bring back only a
 # few files from a call, and results must not lose their place to logs
@@ -294,17 +302,11 @@ if want fanout; then
 fi
 if want fibscale; then
   step "fib at several sizes, per worker count"
-  need_counts FIBSCALE_WORKERS
-  for w in ${FIBSCALE_WORKERS:-132 264 528}; do
-    timeout 100 luajit bench/fibscale.lua cuda "$w" 2>&1 | tee -a "$out/fibscale.txt"
-  done
+  per_count FIBSCALE_WORKERS "132 264 528" fibscale.txt luajit bench/fibscale.lua cuda
 fi
 if want blocks; then
   step "block tasks per worker count, and their kernels"
-  need_counts BLOCK_WORKERS
-  for w in ${BLOCK_WORKERS:-528 1056 2112}; do
-    timeout 100 luajit bench/blocks.lua cuda "$w" 2>&1 | tee -a "$out/blocks.txt"
-  done
+  per_count BLOCK_WORKERS "528 1056 2112" blocks.txt luajit bench/blocks.lua cuda
   timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
     timeout 120 ./build-gpu/baselines 2>&1 | grep "^block tasks/" | tee -a "$out/blocks.txt"
 fi
