@@ -89,8 +89,11 @@ if (...) == "--module" then return M end
 
 local mw = require "moonwarp"
 local ffi = require "ffi"
-local n = tonumber(arg and arg[1]) or 512
-assert(n >= 64 and n % 64 == 0 and n <= 2048, "n is a multiple of 64 from 64 to 2048")
+local n = tonumber(arg and arg[1] or 512)
+if not (n and n >= 64 and n % 64 == 0 and n <= 2048) then
+  io.stderr:write(("usage: luajit examples/matmul.lua [n]: n is a multiple of 64 from 64 to 2048, got %q\n"):format(tostring(arg[1])))
+  os.exit(2)
+end
 local rt = assert(mw.runtime())
 local prog = assert(rt:compile(M.SOURCE, "matmul.cu"))
 local a, b = M.inputs(n)

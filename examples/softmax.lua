@@ -72,8 +72,13 @@ if (...) == "--module" then return M end
 
 local mw = require "moonwarp"
 local ffi = require "ffi"
-local rows, cols = tonumber(arg and arg[1]) or 1024, tonumber(arg and arg[2]) or 1024
-assert(rows >= 1 and cols >= 1, "rows and cols are positive")
+local rows, cols = tonumber(arg and arg[1] or 1024), tonumber(arg and arg[2] or 1024)
+for i, v in ipairs { rows or false, cols or false } do
+  if not (v and v >= 1 and v % 1 == 0) then
+    io.stderr:write(("usage: luajit examples/softmax.lua [rows] [cols]: whole numbers from 1, got %q\n"):format(tostring(arg[i])))
+    os.exit(2)
+  end
+end
 local rt = assert(mw.runtime())
 local prog = assert(rt:compile(M.SOURCE, "softmax.cu"))
 local x = M.inputs(rows, cols)

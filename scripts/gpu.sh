@@ -119,6 +119,12 @@ per_count() {
   need_counts "$var"
   for w in ${!var:-$def}; do timeout 100 "$@" "$w" 2>&1 | tee -a "$out/$file"; done
 }
+# the launch-based baselines (bench/baselines.cu) in build-gpu/baselines, built once a run
+build_baselines() {
+  [ -x build-gpu/baselines ] && [ -n "${baselines_built:-}" ] && return 0
+  timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
+    baselines_built=1
+}
 step build
 # the build's log stays out of $out unless the build fails: a remote run may bring back only a
 # few files from a call, and results must not lose their place to logs
@@ -224,8 +230,7 @@ if want bench; then
   timeout 60 ./build-gpu/bench_roundtrip 5000 2>&1 | tee -a "$out/bench.txt" # the same without Lua
   timeout 60 luajit bench/hops.lua cuda 2000 2>&1 | tee -a "$out/bench.txt"
   for b in 1 8; do timeout 60 luajit bench/stages.lua cuda $b 200 2>&1 | tee -a "$out/bench.txt"; done
-  timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
-    export MW_BASELINES=$PWD/build-gpu/baselines
+  build_baselines && export MW_BASELINES=$PWD/build-gpu/baselines
   timeout 300 luajit bench/suite.lua --backend cuda --out "$out" 2>&1 | tee -a "$out/bench.txt"
   # $BENCH_VARIANTS: the suite again with each variant of the executor (MOONWARP_DEVICE_DEFINE)
   for v in ${BENCH_VARIANTS:-}; do
@@ -307,8 +312,7 @@ fi
 if want blocks; then
   step "block tasks per worker count, and their kernels"
   per_count BLOCK_WORKERS "528 1056 2112" blocks.txt luajit bench/blocks.lua cuda
-  timeout 120 nvcc -O2 -arch=native -std=c++17 -Xcompiler -fopenmp bench/baselines.cu -o build-gpu/baselines &&
-    timeout 120 ./build-gpu/baselines 2>&1 | grep "^block tasks/" | tee -a "$out/blocks.txt"
+  build_baselines && timeout 120 ./build-gpu/baselines 2>&1 | grep "^block tasks/" | tee -a "$out/blocks.txt"
 fi
 if want ab; then
   # each tree of $AB_REFS built in its own folder first; then core.lua in turns, so that a drift
