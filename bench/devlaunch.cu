@@ -10,9 +10,17 @@
 //     cudaStreamFireAndForget; from the launch call to the first block's start and to the last
 //     block's start (globaltimer);
 //   - the same grid launched from the host, from cudaLaunchKernel's call to the last block's
-//     start, for comparison.
+//     start, for comparison;
+//   - whole work launched from the device: the block-task examples' matmul (2048 x 2048) and
+//     softmax (8192 rows of 4096) as grids (block_kernels.cuh) that a resident kernel launches
+//     fire-and-forget and waits for (the grid's last block to end raises a flag), in GFLOP/s and
+//     GB/s from the launch call to the flag, beside the same grids launched from the host. The
+//     resident kernel stands for the executor: one CTA of 128 threads an SM with the shared
+//     memory it keeps for a block task's matmul (35 KB), its warps napping on a flag (its
+//     registers are fewer than the executor's 255 a thread: the grid's blocks find more room).
 //   nvcc -O2 -arch=native -rdc=true bench/devlaunch.cu -lcudadevrt -o build-gpu/devlaunch
 //   build-gpu/devlaunch [hops]
+#include "block_kernels.cuh"
 #include "cuda_bench.h"
 
 __device__ __forceinline__ unsigned long long gtimer() {
@@ -60,6 +68,59 @@ __global__ void launch_wide(marks *m, int blocks) {
 }
 /* the host's launch, timed on the device's clock: t0 from a one-thread kernel just before */
 __global__ void stamp(marks *m) { m->t0 = gtimer(); }
+
+/* the grids a resident kernel launches: the last block to end raises *flag to seq */
+__device__ __forceinline__ void last_block_raises(unsigned *ended, volatile int *flag, int seq) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(ended, 1u) == gridDim.x - 1) {
+      *ended = 0;
+      __threadfence();
+      *flag = seq;
+    }
+  }
+}
+__global__ void __launch_bounds__(128) mm_raise(const float *A, const float *B, float *C, int n, unsigned *ended,
+                                                volatile int *flag, int seq) {
+  mm_tile_body(A, B, C, n, blockIdx.x);
+  last_block_raises(ended, flag, seq);
+}
+__global__ void __launch_bounds__(128) softmax_raise(const float *x, float *y, int cols, unsigned *ended,
+                                                     volatile int *flag, int seq) {
+  softmax_row_body(x, y, cols, blockIdx.x);
+  last_block_raises(ended, flag, seq);
+}
+struct whole {
+  const float *a, *b;
+  float *c;
+  int n, rows, cols, rounds;
+  unsigned *ended;
+  volatile int *flag, *stop;
+  unsigned long long *ns; /* per round: matmul, then softmax */
+};
+/* the resident kernel: thread 0 of CTA 0 launches each grid and waits for its flag, rounds
+ * times each; every other warp naps on *stop until the rounds are done */
+__global__ void __launch_bounds__(128) resident(whole w) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    int seq = 0;
+    for (int r = 0; r < w.rounds; ++r) {
+      unsigned long long t0 = gtimer();
+      mm_raise<<<(w.n / MM_TILE) * (w.n / MM_TILE), 128, 0, cudaStreamFireAndForget>>>(w.a, w.b, w.c, w.n, w.ended,
+                                                                                       w.flag, ++seq);
+      while (*w.flag != seq) __nanosleep(200);
+      w.ns[2 * r] = gtimer() - t0;
+      t0 = gtimer();
+      softmax_raise<<<w.rows, 128, 0, cudaStreamFireAndForget>>>(w.a, w.c, w.cols, w.ended, w.flag, ++seq);
+      while (*w.flag != seq) __nanosleep(200);
+      w.ns[2 * r + 1] = gtimer() - t0;
+    }
+    *w.stop = 1;
+    __threadfence();
+  } else {
+    while (*w.stop == 0) __nanosleep(1000);
+  }
+}
 
 static marks *fresh(marks *m, int left) {
   marks h = {0, ~0ull, 0, left};
@@ -148,6 +209,67 @@ int main(int argc, char **argv) {
   printf("devlaunch/host-launched grid of %d blocks, previous kernel's start to last block,%.3f\n", sms,
          median(host_last));
   printf("devlaunch/host-launched grid of %d blocks, the launch call itself,%.3f\n", sms, median(host_wall));
+  /* whole work from the device, beside the host's launches */
+  {
+    const int n = 2048, rows = 8192, cols = 4096, keep = 35 * 1024;
+    const long big = std::max((long)n * n, (long)rows * cols);
+    whole w = {nullptr, nullptr, nullptr, n, rows, cols, rounds + 1, nullptr, nullptr, nullptr, nullptr};
+    float *a, *b, *c;
+    CK(cudaMalloc(&a, big * sizeof(float)));
+    CK(cudaMalloc(&b, big * sizeof(float)));
+    CK(cudaMalloc(&c, big * sizeof(float)));
+    CK(cudaMemset(a, 0, big * sizeof(float)));
+    CK(cudaMemset(b, 0, big * sizeof(float)));
+    w.a = a, w.b = b, w.c = c;
+    int *flags;
+    CK(cudaMalloc(&w.ended, sizeof(unsigned)));
+    CK(cudaMalloc(&flags, 2 * sizeof(int)));
+    CK(cudaMalloc(&w.ns, 2 * w.rounds * sizeof(unsigned long long)));
+    CK(cudaMemset(w.ended, 0, sizeof(unsigned)));
+    CK(cudaMemset(flags, 0, 2 * sizeof(int)));
+    w.flag = flags, w.stop = flags + 1;
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, mm_raise));
+    int alone = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&alone, mm_raise, 128, 0));
+    printf("# the matmul grid: %d registers a thread, %d blocks an SM when alone\n", fa.numRegs, alone);
+    for (int with_resident = 0; with_resident < 2; ++with_resident) {
+      CK(cudaMemset(flags, 0, 2 * sizeof(int)));
+      resident<<<with_resident ? sms : 1, with_resident ? 128 : 32, with_resident ? keep : 0, s>>>(w);
+      CK(cudaStreamSynchronize(s));
+      CK(cudaGetLastError());
+      std::vector<unsigned long long> ns(2 * w.rounds);
+      CK(cudaMemcpy(ns.data(), w.ns, ns.size() * sizeof ns[0], cudaMemcpyDeviceToHost));
+      std::vector<double> mm, sm;
+      for (int r = 1; r < w.rounds; ++r) {
+        mm.push_back(2.0 * n * n * (double)n / (ns[2 * r] / 1e9) / 1e9);
+        sm.push_back(2.0 * rows * (double)cols * 4 / (ns[2 * r + 1] / 1e9) / 1e9);
+      }
+      const char *by = with_resident ? "from a resident kernel of one CTA an SM" : "from a one-warp kernel";
+      printf("devlaunch/matmul %d x %d launched %s (GFLOP/s),%.3f\n", n, n, by, median(mm));
+      printf("devlaunch/softmax %d rows of %d launched %s (GB/s),%.3f\n", rows, cols, by, median(sm));
+    }
+    std::vector<double> mm, sm;
+    for (int r = 0; r < rounds + 1; ++r) {
+      double t0 = now();
+      mm_tile<<<(n / MM_TILE) * (n / MM_TILE), 128, 0, s>>>(a, b, c, n);
+      CK(cudaStreamSynchronize(s));
+      if (r) mm.push_back(2.0 * n * n * (double)n / (now() - t0) / 1e9);
+      t0 = now();
+      softmax_row<<<rows, 128, 0, s>>>(a, c, cols);
+      CK(cudaStreamSynchronize(s));
+      if (r) sm.push_back(2.0 * rows * (double)cols * 4 / (now() - t0) / 1e9);
+    }
+    printf("devlaunch/matmul %d x %d launched from the host, launch + synchronize (GFLOP/s),%.3f\n", n, n, median(mm));
+    printf("devlaunch/softmax %d rows of %d launched from the host, launch + synchronize (GB/s),%.3f\n", rows, cols,
+           median(sm));
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(c));
+    CK(cudaFree(w.ended));
+    CK(cudaFree(flags));
+    CK(cudaFree(w.ns));
+  }
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
   CK(cudaFree(m));

@@ -892,14 +892,29 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
                     "__device__ void mw_%s_dispatch_leaf(mw_ctx *, mw_u32, mw_u32, mw_u8 *);\n",
                     at.tag, at.tag, at.tag);
     }
-  /* the dynamic shared memory each worker CTA needs (protocol.h, Block tasks): the block area
-   * when a program has a block task, else none; the cuda backend reads it at load */
+  /* the dynamic shared memory each worker CTA needs (protocol.h, Block tasks), which the cuda
+   * backend reads at load: none without a block task; in one unit, where every block task's
+   * mw_shared_T is seen, the largest of them rounded up to 128 bytes (the less each CTA keeps,
+   * the more CTAs an SM holds); else the whole MW_BLOCK_SMEM */
   int blocks = 0;
   for (int i = 0; i < nprogs; ++i)
     for (int k = 0; k < progs[i]->ntasks; ++k) blocks |= progs[i]->tasks[k].block;
-  if (!opts->sim)
-    mw__sb_printf(b, "extern \"C\" __device__ const mw_u32 mw_block_area_bytes = %s;\n",
-                  blocks ? "MW_BLOCK_SMEM" : "0u");
+  if (!opts->sim && blocks && one_unit) {
+    mw__sb_puts(b, "static constexpr __device__ mw_u32 mw_block_area_need() {\n  mw_u32 m = 0;\n");
+    for (int i = 0; i < nprogs; ++i) {
+      const place at = place_of(progs[i], i, opts->canon);
+      for (int k = 0; k < progs[i]->ntasks; ++k)
+        if (progs[i]->tasks[k].block)
+          mw__sb_printf(b, "  if (sizeof(mw_%s::mw_shared_%s) > m) m = sizeof(mw_%s::mw_shared_%s);\n", at.tag,
+                        progs[i]->tasks[k].name, at.tag, progs[i]->tasks[k].name);
+    }
+    mw__sb_puts(b, "  return (m + 127u) / 128u * 128u;\n}\n");
+  }
+  if (!opts->sim) {
+    mw__sb_puts(b, "extern \"C\" __device__ const mw_u32 mw_block_area_bytes = ");
+    if (!blocks) mw__sb_puts(b, "0u;\n");
+    else mw__sb_puts(b, one_unit ? "mw_block_area_need();\n" : "MW_BLOCK_SMEM;\n");
+  }
   kind_at *owner = kinds_at(progs, nprogs, nk);
   if (!owner) {
     b->oom = 1;

@@ -2233,7 +2233,8 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   for (int i = 0; i < p->ntasks; ++i) p->tasks[i].kind = (uint32_t)i;
   p->debug = prog.debug;
   /* as a runtime builds its image: the executor's part, the program's and the link part,
-   * compiled one by one and linked (nothing cached) */
+   * compiled one by one and linked (nothing cached); with $MOONWARP_BUILD=one_unit, as a cuda
+   * runtime does by default: the whole image compiled in one unit */
   mw__parsed *list[1] = {p};
   mw_program *progs[1] = {&prog};
   mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0};
@@ -2242,21 +2243,34 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   static const mw__gen_part which[3] = {MW_GEN_EXECUTOR, MW_GEN_PROGRAM, MW_GEN_LINK};
   char *log = NULL;
   err[0] = 0;
-  for (int k = 0; k < 3 && !rc; ++k) {
-    char *gen = mw__generate_part(which[k], list, 1, &go);
+  mw__image img = {0};
+  const char *build = getenv("MOONWARP_BUILD");
+  if (build && !strcmp(build, "one_unit")) {
+    char *gen = mw__generate(list, 1, &go);
     mw__build_opts bo;
     const char **dirs = NULL;
-    rc = gen ? build_options(progs, which[k] == MW_GEN_PROGRAM, gen, &bo, &dirs) : MW_ENOMEM;
+    rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
     bo.debug = prog.debug;
-    mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1, .object = 1};
-    if (!rc) rc = mw__image_compile(&req, &parts[k], err, sizeof err, which[k] == MW_GEN_PROGRAM ? &log : NULL);
+    mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1};
+    if (!rc) rc = mw__image_compile(&req, &img, err, sizeof err, &log);
     free(dirs);
     free(gen);
+  } else {
+    for (int k = 0; k < 3 && !rc; ++k) {
+      char *gen = mw__generate_part(which[k], list, 1, &go);
+      mw__build_opts bo;
+      const char **dirs = NULL;
+      rc = gen ? build_options(progs, which[k] == MW_GEN_PROGRAM, gen, &bo, &dirs) : MW_ENOMEM;
+      bo.debug = prog.debug;
+      mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1, .object = 1};
+      if (!rc) rc = mw__image_compile(&req, &parts[k], err, sizeof err, which[k] == MW_GEN_PROGRAM ? &log : NULL);
+      free(dirs);
+      free(gen);
+    }
+    const mw__image *pp[3] = {&parts[0], &parts[1], &parts[2]};
+    if (!rc) rc = mw__image_link(pp, 3, 0, sm, &img, err, sizeof err);
+    for (int k = 0; k < 3; ++k) mw__image_free(&parts[k]);
   }
-  mw__image img = {0};
-  const mw__image *pp[3] = {&parts[0], &parts[1], &parts[2]};
-  if (!rc) rc = mw__image_link(pp, 3, 0, sm, &img, err, sizeof err);
-  for (int k = 0; k < 3; ++k) mw__image_free(&parts[k]);
   mw__parsed_free(p);
   mw__free_strings(prog.include_dirs, prog.ninclude_dirs);
   *out_cubin = img.data;
