@@ -41,6 +41,46 @@ __device__ bool mw_diverged(mw_ctx *c, const char *what, int line, mw_u64 key) {
   return false;
 }
 
+/* Lane 0 of a spawn of kind (ki, argument struct args) by the running level: the child's
+ * future, its slot pending with two references (the task and its owner) and first among the
+ * level's children (*sib: the link it stores), and its frame in *f, reserved now: capacity means
+ * frames (none free: the future fails with the capacity error and *f is MW_NONE). The argument
+ * futures' holds go with the frame. MW_FUT_NOSLOT from a bulk instance (they share a frame and
+ * may not own children) or with no slot free; MW_FUT_SKIPPED, *cx set, from a cancelled task
+ * (it spawns nothing more and ends cancelled). */
+__device__ __forceinline__ mw_u64 mw_spawn_slot(mw_ctx *c, mw_u32 kind, const mw_kind_info *ki, const void *args,
+                                                mw_u32 *f, mw_u32 *cx, mw_u32 *sib) {
+  mw_level *L = MW_LV(c);
+  mw_u32 s = MW_NONE, gen = 0;
+  if (c->bulk) return MW_FUT_NOSLOT;
+  if (c->cancelled) {
+    *cx = 1;
+    return MW_FUT_SKIPPED;
+  }
+  if ((s = mw_slot_alloc(c, &gen)) == MW_NONE) return MW_FUT_NOSLOT;
+  MW_PROBE(MW_PR_SLOT_INIT);
+  mw_slot *sl = &c->slots[s];
+  sl->kind = kind;
+  sl->status = MW_ST_PENDING;
+  sl->refs = 2;
+  sl->fref = 0;
+  sl->sibling = *sib = L->children;
+  mw_count(c, kind, MW_CNT_SPAWNED);
+  *f = mw_frame_alloc(c);
+  if (*f == MW_NONE) {
+    sl->refs = 1;
+    mw_count(c, kind, MW_CNT_FAILED);
+    mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
+                     "no free task frame (capacity exhausted)", mw_kind_name(kind));
+    sl->sibling = L->children;
+  } else if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
+    MW_WS(c)->epoch++;
+    mw_take_holds(c, ki->futargs, (const mw_u8 *)args);
+  }
+  L->children = s + 1;
+  return MW_FUT_MAKE(s, gen);
+}
+
 /* Spawns a task of kind with the argument struct args (the kind's args_bytes; the same in
  * every lane). A plain spawn becomes a record of this warp (protocol.h); a bulk spawn a frame
  * in the global run queue at once. Collective; returns the future in every lane. */
@@ -61,43 +101,11 @@ __device__ __noinline__ future mw_spawn_raw(mw_ctx *c, mw_u32 kind, const void *
   mw_u32 tgen = 0; /* lane 0's: the child's generation */
   if (c->lane == 0) {
     MW_PROBE(MW_PR_SPAWN0);
-    mw_wstate *ws = MW_WS(c);
-    mw_level *L = MW_LV(c);
-    mw_u32 s = MW_NONE, gen = 0;
-    if (c->bulk) {
-      h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
-    } else if (c->cancelled) {
-      h = MW_FUT_SKIPPED; /* a cancelled task spawns nothing more; it ends cancelled */
-      cx = 1;
-    } else if ((s = mw_slot_alloc(c, &gen)) == MW_NONE) {
-      h = MW_FUT_NOSLOT;
-    } else {
-      h = MW_FUT_MAKE(s, gen);
-      MW_PROBE(MW_PR_SLOT_INIT);
-      mw_slot *sl = &c->slots[s];
-      sl->kind = kind;
-      sl->status = MW_ST_PENDING;
-      sl->refs = 2; /* the task + its owner */
-      sl->fref = 0;
-      sl->sibling = sib = L->children;
-      tgen = MW_GEN_OF(L->flags);
+    h = mw_spawn_slot(c, kind, ki, args, &f, &cx, &sib);
+    if (f != MW_NONE && !bulk) {
+      r = mw_rec_get(c);
+      tgen = MW_GEN_OF(MW_LV(c)->flags);
       tgen += tgen < MW_GEN_MAX;
-      mw_count(c, kind, MW_CNT_SPAWNED);
-      f = mw_frame_alloc(c); /* its frame, reserved now: capacity means frames */
-      if (f == MW_NONE) {
-        sl->refs = 1;
-        mw_count(c, kind, MW_CNT_FAILED);
-        mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
-                         "no free task frame (capacity exhausted)", mw_kind_name(kind));
-        sl->sibling = L->children;
-      } else {
-        if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
-          ws->epoch++;
-          mw_take_holds(c, ki->futargs, (const mw_u8 *)args);
-        }
-        if (!bulk) r = mw_rec_get(c);
-      }
-      L->children = s + 1;
     }
   }
   h = mw_bcast64(h);
@@ -180,36 +188,8 @@ __device__ __noinline__ future mw_spawn_block(mw_ctx *c, mw_u32 kind, const void
   mw_u64 h = 0;
   mw_u32 f = MW_NONE, cx = 0;
   if (c->lane == 0) {
-    mw_level *L = MW_LV(c);
-    mw_u32 s = MW_NONE, gen = 0;
-    if (c->bulk) {
-      h = MW_FUT_NOSLOT; /* bulk instances share a frame: they may not own children */
-    } else if (c->cancelled) {
-      h = MW_FUT_SKIPPED;
-      cx = 1;
-    } else if ((s = mw_slot_alloc(c, &gen)) == MW_NONE) {
-      h = MW_FUT_NOSLOT;
-    } else {
-      h = MW_FUT_MAKE(s, gen);
-      mw_slot *sl = &c->slots[s];
-      sl->kind = kind;
-      sl->status = MW_ST_PENDING;
-      sl->refs = 2; /* the task + its owner */
-      sl->fref = 0;
-      sl->sibling = L->children;
-      mw_count(c, kind, MW_CNT_SPAWNED);
-      f = mw_frame_alloc(c);
-      if (f == MW_NONE) {
-        sl->refs = 1;
-        mw_count(c, kind, MW_CNT_FAILED);
-        mw_complete_slot(c, s, gen, MW_ST_FAILED, 0, ki->rtype, MW_FAIL_CAPACITY,
-                         "no free task frame (capacity exhausted)", mw_kind_name(kind));
-      } else if (ki->futargs) { /* its handles leave with it: nothing spawned so far is private */
-        MW_WS(c)->epoch++;
-        mw_take_holds(c, ki->futargs, (const mw_u8 *)args);
-      }
-      L->children = s + 1;
-    }
+    mw_u32 sib = 0;
+    h = mw_spawn_slot(c, kind, ki, args, &f, &cx, &sib);
   }
   h = mw_bcast64(h);
   if (mw_bcast(cx)) c->cancelled = 1;

@@ -198,6 +198,31 @@ template <> __device__ __forceinline__ void mw_bulk_dispatch<true>(mw_ctx *c, mw
 #define MW_BULK_CHUNK_MAX 64u
 #endif
 
+/* Lane 0 of the worker that counted a bulk or block task's last instance: completes its future
+ * fut (kind, frame flags fl: cancelled, failed with the message its slot keeps, or done), drops
+ * the futures its arguments (args) hold and the slot's reference. */
+__device__ __noinline__ void mw_bulk_complete(mw_ctx *c, mw_u64 fut, mw_u32 kind, mw_u32 fl, const mw_u8 *args) {
+  const mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
+  mw_slot *sl = &c->slots[s];
+  char msg[MW_MSG_BYTES];
+  if (fl & MW_FR_CANCEL) {
+    mw_cancel_msg(msg, kind);
+    mw_count(c, kind, MW_CNT_CANCELLED);
+    mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
+  } else if (fl & MW_FR_FAILED) {
+    MW_FENCE(); /* the message, stored by the instance that failed */
+    for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
+    mw_count(c, kind, MW_CNT_FAILED);
+    mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
+  } else {
+    mw_count(c, kind, MW_CNT_COMPLETED);
+    mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
+  }
+  const mw_u32 futargs = mw_kind(kind)->futargs;
+  if (futargs) mw_drop_holds(c, futargs, args);
+  if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
+}
+
 /* Runs instances of bulk frame f (this worker holds a reference) until none are left to claim,
  * each in a copy of the frame at byte off of the lane stacks; the worker that finishes the last
  * instance completes the future. A cancelled bulk task runs no more instances: the worker that
@@ -316,27 +341,7 @@ __device__ __noinline__ void mw_bulk_chunks(mw_ctx *c, mw_u32 f, mw_u32 off, boo
         MW_FENCE();
         last = atomicAdd(&h->bulk_done, end - i) + (end - i) == n;
       }
-      if (last) {
-        mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
-        mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut);
-        mw_u32 fl = mw_ld32(&h->flags);
-        char msg[MW_MSG_BYTES];
-        if (fl & MW_FR_CANCEL) {
-          mw_cancel_msg(msg, kind);
-          mw_count(c, kind, MW_CNT_CANCELLED);
-          mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
-        } else if (fl & MW_FR_FAILED) {
-          MW_FENCE();
-          for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
-          mw_count(c, kind, MW_CNT_FAILED);
-          mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
-        } else {
-          mw_count(c, kind, MW_CNT_COMPLETED);
-          mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-        }
-        if (ki->futargs) mw_drop_holds(c, ki->futargs, (const mw_u8 *)src);
-        if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
-      }
+      if (last) mw_bulk_complete(c, fut, kind, mw_ld32(&h->flags), (const mw_u8 *)src);
       completed = last;
       if (last) mw_board_remove(c, f);
     }
@@ -705,25 +710,7 @@ __device__ __noinline__ void mw_blk_done(mw_ctx *c, mw_u32 f, mw_u32 k) {
   MW_FENCE(); /* what the CTA's warps wrote, before the count another CTA may complete with */
   if (atomicAdd(&h->bulk_done, k) + k != h->bulk_n) return;
   MW_FENCE();
-  const mw_u64 fut = h->fut;
-  const mw_u32 s = MW_FUT_SLOT(fut), g = MW_FUT_GEN(fut), kind = h->kind, fl = mw_ld32(&h->flags);
-  mw_slot *sl = &c->slots[s];
-  char msg[MW_MSG_BYTES];
-  if (fl & MW_FR_CANCEL) {
-    mw_cancel_msg(msg, kind);
-    mw_count(c, kind, MW_CNT_CANCELLED);
-    mw_complete_slot(c, s, g, MW_ST_CANCELLED, 0, MW_RT_VOID, MW_FAIL_CANCELLED, msg, 0);
-  } else if (fl & MW_FR_FAILED) {
-    for (int q = 0; q < MW_MSG_BYTES; ++q) msg[q] = sl->msg[q];
-    mw_count(c, kind, MW_CNT_FAILED);
-    mw_complete_slot(c, s, g, MW_ST_FAILED, 0, MW_RT_VOID, sl->code, msg, 0);
-  } else {
-    mw_count(c, kind, MW_CNT_COMPLETED);
-    mw_complete_slot(c, s, g, MW_ST_OK, 0, MW_RT_VOID, 0, 0, 0);
-  }
-  const mw_u32 futargs = mw_kind(kind)->futargs;
-  if (futargs) mw_drop_holds(c, futargs, (const mw_u8 *)h + MW_FRAME_HDR_BYTES);
-  if (s >= c->host_slots) mw_slot_unref(c, s, g, 1);
+  mw_bulk_complete(c, h->fut, h->kind, mw_ld32(&h->flags), (const mw_u8 *)h + MW_FRAME_HDR_BYTES);
 }
 __device__ mw_u32 mw_blk_claim(mw_ctx *c, mw_u32 f, bool *invited) {
   mw_frame_hdr *h = mw_frame(c, f);
