@@ -231,26 +231,12 @@ int main() {
   // synchronize, the median of 10 timed runs after one untimed (the suite's rows of the same name)
   {
     const int n = 2048, rows = 8192, cols = 4096;
-    const long big = std::max((long)n * n, (long)rows * cols);
     float *a, *b, *c;
-    CK(cudaMalloc(&a, big * sizeof(float)));
-    CK(cudaMalloc(&b, big * sizeof(float)));
-    CK(cudaMalloc(&c, big * sizeof(float)));
-    CK(cudaMemset(a, 0, big * sizeof(float)));
-    CK(cudaMemset(b, 0, big * sizeof(float)));
-    std::vector<double> v, w;
-    for (int r = 0; r < 11; ++r) {
-      double t0 = now();
-      mm_tile<<<(n / MM_TILE) * (n / MM_TILE), 128, 0, s>>>(a, b, c, n);
-      CK(cudaStreamSynchronize(s));
-      if (r) v.push_back(2.0 * n * n * (double)n / (now() - t0) / 1e9);
-      t0 = now();
-      softmax_row<<<rows, 128, 0, s>>>(a, c, cols);
-      CK(cudaStreamSynchronize(s));
-      if (r) w.push_back(2.0 * rows * (double)cols * 4 / (now() - t0) / 1e9);
-    }
-    printf("block tasks/matmul %d x %d,%.3f\n", n, n, median(v));
-    printf("block tasks/softmax %d rows of %d,%.3f\n", rows, cols, median(w));
+    block_buffers(n, rows, cols, &a, &b, &c);
+    double mm, sm;
+    host_block_rates(a, b, c, n, rows, cols, s, 10, &mm, &sm);
+    printf("block tasks/matmul %d x %d,%.3f\n", n, n, mm);
+    printf("block tasks/softmax %d rows of %d,%.3f\n", rows, cols, sm);
     CK(cudaFree(a));
     CK(cudaFree(b));
     CK(cudaFree(c));

@@ -2,9 +2,11 @@
 // benchmarks (baselines.cu launches them from the host, devlaunch.cu from the device): one
 // 128-thread block a tile or a row. examples/matmul.lua's mm_tile (a 64x64 tile of C, k in steps
 // of 16 through shared memory, an 8x4 block of outputs a thread) and examples/softmax.lua's
-// softmax_row (a row's maximum and sum through shuffles and shared memory).
+// softmax_row (a row's maximum and sum through shuffles and shared memory), and their timing from
+// the host.
 #ifndef MW_BLOCK_KERNELS_CUH
 #define MW_BLOCK_KERNELS_CUH
+#include "cuda_bench.h"
 #define MM_TILE 64
 #define MM_KSTEP 16
 __device__ __forceinline__ void mm_tile_body(const float *A, const float *B, float *C, int n, unsigned tile) {
@@ -60,5 +62,34 @@ __global__ void __launch_bounds__(128) mm_tile(const float *A, const float *B, f
 }
 __global__ void __launch_bounds__(128) softmax_row(const float *x, float *y, int cols) {
   softmax_row_body(x, y, cols, blockIdx.x);
+}
+/* Three device buffers for both (n x n and rows x cols floats, whichever is more): a and b
+ * zeroed, c the output. */
+static inline void block_buffers(int n, int rows, int cols, float **a, float **b, float **c) {
+  const size_t bytes = std::max((size_t)n * n, (size_t)rows * cols) * sizeof(float);
+  CK(cudaMalloc(a, bytes));
+  CK(cudaMalloc(b, bytes));
+  CK(cudaMalloc(c, bytes));
+  CK(cudaMemset(*a, 0, bytes));
+  CK(cudaMemset(*b, 0, bytes));
+}
+/* Both launched from the host on stream s, launch + synchronize, rounds + 1 times: the medians
+ * of the rounds after the first, the matmul (n x n, of a and b into c) in GFLOP/s in *mm, the
+ * softmax (rows x cols, of a into c) in GB/s in *sm. */
+static inline void host_block_rates(const float *a, const float *b, float *c, int n, int rows, int cols,
+                                    cudaStream_t s, int rounds, double *mm, double *sm) {
+  std::vector<double> v, w;
+  for (int r = 0; r < rounds + 1; ++r) {
+    double t0 = now();
+    mm_tile<<<(n / MM_TILE) * (n / MM_TILE), 128, 0, s>>>(a, b, c, n);
+    CK(cudaStreamSynchronize(s));
+    if (r) v.push_back(2.0 * n * n * (double)n / (now() - t0) / 1e9);
+    t0 = now();
+    softmax_row<<<rows, 128, 0, s>>>(a, c, cols);
+    CK(cudaStreamSynchronize(s));
+    if (r) w.push_back(2.0 * rows * (double)cols * 4 / (now() - t0) / 1e9);
+  }
+  *mm = median(v);
+  *sm = median(w);
 }
 #endif

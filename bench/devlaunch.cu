@@ -212,14 +212,9 @@ int main(int argc, char **argv) {
   /* whole work from the device, beside the host's launches */
   {
     const int n = 2048, rows = 8192, cols = 4096, keep = 35 * 1024;
-    const long big = std::max((long)n * n, (long)rows * cols);
     whole w = {nullptr, nullptr, nullptr, n, rows, cols, rounds + 1, nullptr, nullptr, nullptr, nullptr};
     float *a, *b, *c;
-    CK(cudaMalloc(&a, big * sizeof(float)));
-    CK(cudaMalloc(&b, big * sizeof(float)));
-    CK(cudaMalloc(&c, big * sizeof(float)));
-    CK(cudaMemset(a, 0, big * sizeof(float)));
-    CK(cudaMemset(b, 0, big * sizeof(float)));
+    block_buffers(n, rows, cols, &a, &b, &c);
     w.a = a, w.b = b, w.c = c;
     int *flags;
     CK(cudaMalloc(&w.ended, sizeof(unsigned)));
@@ -249,20 +244,10 @@ int main(int argc, char **argv) {
       printf("devlaunch/matmul %d x %d launched %s (GFLOP/s),%.3f\n", n, n, by, median(mm));
       printf("devlaunch/softmax %d rows of %d launched %s (GB/s),%.3f\n", rows, cols, by, median(sm));
     }
-    std::vector<double> mm, sm;
-    for (int r = 0; r < rounds + 1; ++r) {
-      double t0 = now();
-      mm_tile<<<(n / MM_TILE) * (n / MM_TILE), 128, 0, s>>>(a, b, c, n);
-      CK(cudaStreamSynchronize(s));
-      if (r) mm.push_back(2.0 * n * n * (double)n / (now() - t0) / 1e9);
-      t0 = now();
-      softmax_row<<<rows, 128, 0, s>>>(a, c, cols);
-      CK(cudaStreamSynchronize(s));
-      if (r) sm.push_back(2.0 * rows * (double)cols * 4 / (now() - t0) / 1e9);
-    }
-    printf("devlaunch/matmul %d x %d launched from the host, launch + synchronize (GFLOP/s),%.3f\n", n, n, median(mm));
-    printf("devlaunch/softmax %d rows of %d launched from the host, launch + synchronize (GB/s),%.3f\n", rows, cols,
-           median(sm));
+    double mm, sm;
+    host_block_rates(a, b, c, n, rows, cols, s, rounds, &mm, &sm);
+    printf("devlaunch/matmul %d x %d launched from the host, launch + synchronize (GFLOP/s),%.3f\n", n, n, mm);
+    printf("devlaunch/softmax %d rows of %d launched from the host, launch + synchronize (GB/s),%.3f\n", rows, cols, sm);
     CK(cudaFree(a));
     CK(cudaFree(b));
     CK(cudaFree(c));
