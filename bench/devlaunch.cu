@@ -16,8 +16,8 @@
 //     fire-and-forget and waits for (the grid's last block to end raises a flag), in GFLOP/s and
 //     GB/s from the launch call to the flag, beside the same grids launched from the host. The
 //     resident kernel stands for the executor: one CTA of 128 threads an SM with the shared
-//     memory it keeps for a block task's matmul (35 KB), its warps napping on a flag (its
-//     registers are fewer than the executor's 255 a thread: the grid's blocks find more room).
+//     memory it keeps for a block task's matmul (35 KB), its warps napping on a flag, with few
+//     registers and with about the executor's 255 a thread (224 floats each kept live).
 //   nvcc -O2 -arch=native -rdc=true bench/devlaunch.cu -lcudadevrt -o build-gpu/devlaunch
 //   build-gpu/devlaunch [hops]
 #include "block_kernels.cuh"
@@ -100,26 +100,48 @@ struct whole {
   unsigned long long *ns; /* per round: matmul, then softmax */
 };
 /* the resident kernel: thread 0 of CTA 0 launches each grid and waits for its flag, rounds
- * times each; every other warp naps on *stop until the rounds are done */
-__global__ void __launch_bounds__(128) resident(whole w) {
+ * times each; every other warp naps on *stop until the rounds are done. KEEP floats a thread
+ * stay live in registers all along (a loop that asks for them at every turn): with KEEP = 224
+ * the kernel holds about as many registers as the executor's 255 a thread */
+template <int KEEP> __device__ __forceinline__ void keep_live(float (&r)[KEEP ? KEEP : 1]) {
+#pragma unroll
+  for (int i = 0; i < KEEP; ++i) asm volatile("" : "+f"(r[i]));
+}
+template <int KEEP> __global__ void __launch_bounds__(128, 1) resident(whole w) {
+  float r[KEEP ? KEEP : 1];
+#pragma unroll
+  for (int i = 0; i < (KEEP ? KEEP : 1); ++i) r[i] = (float)(threadIdx.x + i);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     int seq = 0;
-    for (int r = 0; r < w.rounds; ++r) {
+    for (int q = 0; q < w.rounds; ++q) {
       unsigned long long t0 = gtimer();
       mm_raise<<<(w.n / MM_TILE) * (w.n / MM_TILE), 128, 0, cudaStreamFireAndForget>>>(w.a, w.b, w.c, w.n, w.ended,
                                                                                        w.flag, ++seq);
-      while (*w.flag != seq) __nanosleep(200);
-      w.ns[2 * r] = gtimer() - t0;
+      while (*w.flag != seq) {
+        keep_live<KEEP>(r);
+        __nanosleep(200);
+      }
+      w.ns[2 * q] = gtimer() - t0;
       t0 = gtimer();
       softmax_raise<<<w.rows, 128, 0, cudaStreamFireAndForget>>>(w.a, w.c, w.cols, w.ended, w.flag, ++seq);
-      while (*w.flag != seq) __nanosleep(200);
-      w.ns[2 * r + 1] = gtimer() - t0;
+      while (*w.flag != seq) {
+        keep_live<KEEP>(r);
+        __nanosleep(200);
+      }
+      w.ns[2 * q + 1] = gtimer() - t0;
     }
     *w.stop = 1;
     __threadfence();
   } else {
-    while (*w.stop == 0) __nanosleep(1000);
+    while (*w.stop == 0) {
+      keep_live<KEEP>(r);
+      __nanosleep(1000);
+    }
   }
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < (KEEP ? KEEP : 1); ++i) sum += r[i];
+  if (sum == -1.0f) *w.stop = 2; /* never: the registers' values are used */
 }
 
 static marks *fresh(marks *m, int left) {
@@ -228,9 +250,14 @@ int main(int argc, char **argv) {
     int alone = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&alone, mm_raise, 128, 0));
     printf("# the matmul grid: %d registers a thread, %d blocks an SM when alone\n", fa.numRegs, alone);
-    for (int with_resident = 0; with_resident < 2; ++with_resident) {
+    cudaFuncAttributes light, heavy;
+    CK(cudaFuncGetAttributes(&light, resident<0>));
+    CK(cudaFuncGetAttributes(&heavy, resident<224>));
+    for (int how = 0; how < 3; ++how) {
       CK(cudaMemset(flags, 0, 2 * sizeof(int)));
-      resident<<<with_resident ? sms : 1, with_resident ? 128 : 32, with_resident ? keep : 0, s>>>(w);
+      if (how == 0) resident<0><<<1, 32, 0, s>>>(w);
+      else if (how == 1) resident<0><<<sms, 128, keep, s>>>(w);
+      else resident<224><<<sms, 128, keep, s>>>(w);
       CK(cudaStreamSynchronize(s));
       CK(cudaGetLastError());
       std::vector<unsigned long long> ns(2 * w.rounds);
@@ -240,7 +267,9 @@ int main(int argc, char **argv) {
         mm.push_back(2.0 * n * n * (double)n / (ns[2 * r] / 1e9) / 1e9);
         sm.push_back(2.0 * rows * (double)cols * 4 / (ns[2 * r + 1] / 1e9) / 1e9);
       }
-      const char *by = with_resident ? "from a resident kernel of one CTA an SM" : "from a one-warp kernel";
+      char by[96] = "from a one-warp kernel";
+      if (how) snprintf(by, sizeof by, "from a resident kernel of one CTA an SM, %d registers",
+                        how == 1 ? light.numRegs : heavy.numRegs);
       printf("devlaunch/matmul %d x %d launched %s (GFLOP/s),%.3f\n", n, n, by, median(mm));
       printf("devlaunch/softmax %d rows of %d launched %s (GB/s),%.3f\n", rows, cols, by, median(sm));
     }
