@@ -67,6 +67,8 @@ if arg and arg[2] and not (workers and workers >= 4 and workers % 1 == 0) then
 end
 local rt = assert(mw.runtime { backend = backend, workers = workers })
 local rows = M.measure(rt, rt.backend ~= "cuda")
-print(("block tasks on %s, %d workers, %s"):format(rt.backend, rt:stats().workers, os.date("!%Y-%m-%d")))
+local st = rt:stats()
+print(("block tasks on %s, %d workers, %d of their bulk spawns run as grids launched from the device, %s"):format(
+  rt.backend, st.workers, st.grids, os.date("!%Y-%m-%d")))
 for _, r in ipairs(rows) do print(("%-28s %12.3f %s"):format(r[2], r[4], r[3])) end
 rt:close()

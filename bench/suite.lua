@@ -131,12 +131,6 @@ do
   m:close()
 end
 
--- block tasks: the examples' matmul and softmax (bench/blocks.lua; the baselines: the same
--- algorithms as plain kernels)
-for _, r in ipairs(assert(loadfile(here .. "/blocks.lua"))("--module").measure(rt, small)) do
-  row(r[1], r[2], r[3], r[4], r[5])
-end
-
 -- dynamic fan-out (bench/fanout.lua)
 do
   local run, close, groups = dofile(here .. "/fanout.lua").setup(rt, prog)
@@ -214,6 +208,13 @@ do
   row("host spawns", "fire-and-forget, Lua loop", "spawns/s", n / t, "higher")
   t = timed(function() assert(nop:spawn_many(n, nil, { futures = false }) == n) end)
   row("host spawns", "fire-and-forget, spawn_many", "spawns/s", n / t, "higher")
+end
+
+-- block tasks: the examples' matmul and softmax (bench/blocks.lua; the baselines: the same
+-- algorithms as plain kernels). Last of the device rows: their programs change the image (on
+-- cuda, linked with the device runtime for the grids of block tasks: protocol.h)
+for _, r in ipairs(assert(loadfile(here .. "/blocks.lua"))("--module").measure(rt, small)) do
+  row(r[1], r[2], r[3], r[4], r[5])
 end
 
 local workers = rt:stats().workers

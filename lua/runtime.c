@@ -419,6 +419,7 @@ static int l_stats(lua_State *L) {
   set_u64(L, "queued_global", s.queued_global);
   set_u64(L, "queued_local", s.queued_local);
   set_u64(L, "tier_swaps", s.tier_swaps);
+  set_u64(L, "grids", s.grids);
   lua_pushnumber(L, s.heartbeat_age_s);
   lua_setfield(L, -2, "heartbeat_age_s");
   /* every kind's counters from one read */

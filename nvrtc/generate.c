@@ -774,6 +774,7 @@ static void put_prelude(mw__sb *b, const mw__gen_opts *opts, const char *what, i
                 "typedef long int64_t;\ntypedef unsigned long uint64_t;\n");
   }
   if (part == 3) mw__sb_puts(b, "#define MW_KIND_TABLE_BY_VALUE 1\n"); /* one unit */
+  if (part == 3 && opts->grids) mw__sb_puts(b, "#define MW_GRIDS 1\n");
   mw__sb_printf(b, "#define MW_FRAME_PAYLOAD %u\n", opts->frame_bytes - 64u);
   mw__sb_printf(b, "#define MW_LSTACK_BYTES %u\n", mw__lane_stack_bytes(opts->frame_bytes));
   mw__sb_puts(b, mw__src_protocol_h);
@@ -1007,16 +1008,52 @@ static void put_executor(mw__sb *b) {
   mw__sb_puts(b, mw__src_executor_cuh);
 }
 
+int mw__grids_of(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
+  if (!opts->grids || opts->sim) return 0;
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      if (progs[i]->tasks[k].block) return 1;
+  return 0;
+}
+
+/* A kernel for each block task (its instances as a grid: protocol.h, Block tasks, "As a
+ * grid") and mw_grid_launch, which launches one from the device. */
+static void put_grids(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
+  for (int i = 0; i < nprogs; ++i) {
+    const place at = place_of(progs[i], i, opts->canon);
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      if (progs[i]->tasks[k].block)
+        mw__sb_printf(b,
+                      "extern \"C\" __global__ void __launch_bounds__(MW_CTA_WARPS * 32) mw_grid_%u(mw_state *st, "
+                      "mw_u32 f, mw_u32 first) {\n  mw_grid_run<mw_%s::mw_frame_%s>(st, f, first, %uu);\n}\n",
+                      progs[i]->tasks[k].kind, at.tag, progs[i]->tasks[k].name, progs[i]->tasks[0].kind);
+  }
+  mw__sb_puts(b, "__device__ bool mw_grid_launch(mw_state *st, mw_u32 kind, mw_u32 f, mw_u32 first, mw_u32 count) {\n"
+                 "  switch (kind) {\n");
+  for (int i = 0; i < nprogs; ++i)
+    for (int k = 0; k < progs[i]->ntasks; ++k)
+      if (progs[i]->tasks[k].block)
+        mw__sb_printf(b,
+                      "  case %uu: mw_grid_%u<<<count, MW_CTA_WARPS * 32, mw_block_area_need(), "
+                      "cudaStreamFireAndForget>>>(st, f, first); break;\n",
+                      progs[i]->tasks[k].kind, progs[i]->tasks[k].kind);
+  mw__sb_puts(b, "  default: return false;\n  }\n  return cudaGetLastError() == cudaSuccess;\n}\n"
+                 "extern \"C\" __device__ const mw_u32 mw_grid_image = 1u;\n");
+}
+
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {
   mw__sb b = {0};
-  put_prelude(&b, opts, "the device runtime and the task programs", 3);
+  mw__gen_opts o = *opts;
+  o.grids = mw__grids_of(progs, nprogs, opts);
+  put_prelude(&b, &o, "the device runtime and the task programs", 3);
   put_executor(&b);
   for (int i = 0; i < nprogs; ++i) {
     place at = place_of(progs[i], i, opts->canon);
     put_program(&b, &at, 1);
   }
-  put_link(&b, progs, nprogs, opts, 0);
-  put_entry(&b, opts);
+  put_link(&b, progs, nprogs, &o, 0);
+  if (o.grids) put_grids(&b, progs, nprogs, &o);
+  put_entry(&b, &o);
   return mw__sb_take(&b);
 }
 

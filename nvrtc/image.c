@@ -422,8 +422,8 @@ static int host_link(const mw__image *const *parts, int n, void **data, size_t *
 }
 
 /* Links relocatable cubins (or PTX) with nvJitLink. */
-static int cuda_link(const mw__image *const *parts, int n, int arch, void **data, size_t *size,
-                     char *err, size_t errlen) {
+static int cuda_link(const mw__image *const *parts, int n, int arch, const char *library, void **data,
+                     size_t *size, char *err, size_t errlen) {
   const void **bytes = malloc(sizeof *bytes * (size_t)n);
   size_t *sizes = malloc(sizeof *sizes * (size_t)n);
   int *cubin = malloc(sizeof *cubin * (size_t)n);
@@ -434,7 +434,7 @@ static int cuda_link(const mw__image *const *parts, int n, int arch, void **data
     cubin[i] = parts[i]->size >= 4 && !memcmp(parts[i]->data, "\177ELF", 4);
   }
   char *log = NULL;
-  if (!rc) rc = mw__nvjitlink(arch, bytes, sizes, cubin, n, data, size, &log);
+  if (!rc) rc = mw__nvjitlink(arch, bytes, sizes, cubin, n, library, data, size, &log);
   if (rc) snprintf(err, errlen, "%s", log ? log : rc == MW_ENOMEM ? "out of memory" : "the link failed");
   free(log);
   free(bytes);
@@ -443,8 +443,8 @@ static int cuda_link(const mw__image *const *parts, int n, int arch, void **data
   return rc;
 }
 
-int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, mw__image *out,
-                   char *err, size_t errlen) {
+int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, const char *library,
+                   mw__image *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   out->ext = host_code ? "so" : "cubin";
   int keyed = 1;
@@ -456,7 +456,7 @@ int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch
     snprintf(a, sizeof a, "%d", arch);
     kp[0] = host_code ? "sim-link-1" : "cuda-link-1";
     kp[1] = host_code ? host_cxx() : a;
-    kp[2] = host_code ? MW_SIM_LIB : "";
+    kp[2] = host_code ? MW_SIM_LIB : library ? library : "";
     for (int i = 0; i < n; ++i) kp[3 + i] = parts[i]->key;
     mw__cache_key(kp, NULL, n + 3, out->key);
     free(kp);
@@ -466,7 +466,7 @@ int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch
     }
   }
   int rc = host_code ? host_link(parts, n, &out->data, &out->size, err, errlen)
-                     : cuda_link(parts, n, arch, &out->data, &out->size, err, errlen);
+                     : cuda_link(parts, n, arch, library, &out->data, &out->size, err, errlen);
   if (!rc && keyed) mw__cache_put(out->key, out->ext, out->data, out->size);
   if (!rc && keyed) dump_image(out); /* for cuobjdump or objdump, beside the sources */
   if (rc) mw__image_free(out);

@@ -18,6 +18,9 @@ typedef struct mw__image_req {
   /* 1: a part of an image (mw__generate_part), compiled to link with the others
    * (mw__image_link): an object file (host), a relocatable cubin (NVRTC -rdc=true) */
   int object;
+  /* with object, a one-unit image (compile_one_unit): the static library its link adds (the
+   * device runtime's, mw__cudadevrt, for an image that launches grids); NULL: none */
+  const char *library;
   /* the programs the source was generated from with canonical places (mw__gen_opts.canon):
    * the compiler's messages name their files and lines (mw__user_places); 0: none */
   mw__parsed *const *progs;
@@ -46,12 +49,13 @@ int mw__image_compiler_ready(int host_code, char *err, size_t errlen);
 int mw__image_compile(const mw__image_req *req, mw__image *out, char *err, size_t errlen,
                       char **log);
 
-/* Links parts (compiled with object set, all for host_code and arch) into an image, or finds
- * the image in the cache: its key is the parts' keys (an image of parts not in the cache is not
+/* Links parts (compiled with object set, all for host_code and arch) into an image, with the
+ * static library at path library too (NVRTC only; NULL: none), or finds the image in the cache:
+ * its key is the parts' keys and the library's path (an image of parts not in the cache is not
  * kept). 0, or MW_ECOMPILE (the linker's message in err), MW_ENODEV (no linker), MW_EIO,
  * MW_ETIMEDOUT, MW_ENOMEM. Thread-safe. */
-int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, mw__image *out,
-                   char *err, size_t errlen);
+int mw__image_link(const mw__image *const *parts, int n, int host_code, int arch, const char *library,
+                   mw__image *out, char *err, size_t errlen);
 
 /* Removes the cache entry an image came from (one that passed its checksum but that its
  * backend could not load: left by another version or a changed system), so that the next

@@ -1,4 +1,7 @@
 /* jit.c - loads NVRTC with dlopen; compiles generated CUDA C to a cubin, or PTX for newer GPUs. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "jit.h"
 
 #include <dlfcn.h>
@@ -395,12 +398,13 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
 
 typedef int nvjl_result;
 typedef struct nvJitLink *nvjl_handle;
-enum { NVJL_INPUT_CUBIN = 1, NVJL_INPUT_PTX = 2 };
+enum { NVJL_INPUT_CUBIN = 1, NVJL_INPUT_PTX = 2, NVJL_INPUT_LIBRARY = 6 };
 
 struct nvjl_api {
   nvjl_result (*Create)(nvjl_handle *h, unsigned n, const char **opts);
   nvjl_result (*Destroy)(nvjl_handle *h);
   nvjl_result (*AddData)(nvjl_handle h, int type, const void *data, size_t size, const char *name);
+  nvjl_result (*AddFile)(nvjl_handle h, int type, const char *path);
   nvjl_result (*Complete)(nvjl_handle h);
   nvjl_result (*GetLinkedCubinSize)(nvjl_handle h, size_t *size);
   nvjl_result (*GetLinkedCubin)(nvjl_handle h, void *cubin);
@@ -411,7 +415,7 @@ struct nvjl_api {
 static struct nvjl_api jl;
 static const mw__dl_sym jl_symbols[] = {
 #define SYM(member) {"nvJitLink" #member, offsetof(struct nvjl_api, member)}
-    SYM(Create), SYM(Destroy), SYM(AddData), SYM(Complete), SYM(GetLinkedCubinSize),
+    SYM(Create), SYM(Destroy), SYM(AddData), SYM(AddFile), SYM(Complete), SYM(GetLinkedCubinSize),
     SYM(GetLinkedCubin), SYM(GetErrorLogSize), SYM(GetErrorLog),
 #undef SYM
 };
@@ -451,7 +455,7 @@ static char *jl_error(nvjl_handle h, const char *what, nvjl_result r) {
 }
 
 int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const int *is_cubin,
-                  int n, void **image, size_t *size, char **log) {
+                  int n, const char *library, void **image, size_t *size, char **log) {
   char arch[32], msg[1024];
   int target = 0, cubin = 0;
   *image = NULL;
@@ -476,6 +480,7 @@ int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const i
   for (int i = 0; i < n && !r; ++i)
     if ((r = jl.AddData(h, is_cubin[i] ? NVJL_INPUT_CUBIN : NVJL_INPUT_PTX, parts[i], sizes[i], "part")))
       text = jl_error(h, "nvJitLinkAddData", r);
+  if (!r && library && (r = jl.AddFile(h, NVJL_INPUT_LIBRARY, library))) text = jl_error(h, "nvJitLinkAddFile", r);
   if (!r && (r = jl.Complete(h))) text = jl_error(h, "the link", r);
   if (!r && ((r = jl.GetLinkedCubinSize(h, size)) || !*size)) text = jl_error(h, "nvJitLinkGetLinkedCubinSize", r);
   if (!r && !(*image = malloc(*size))) rc = MW_ENOMEM;
@@ -490,4 +495,47 @@ int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const i
   if (log) *log = text;
   else free(text);
   return rc;
+}
+
+/* ---- the device runtime library ---------------------------------------------------------- */
+
+static pthread_once_t devrt_once = PTHREAD_ONCE_INIT;
+static char devrt_path[1024];
+
+static int readable(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+}
+
+static void devrt_find(void) {
+  const char *env = getenv("MOONWARP_CUDADEVRT");
+  if (env && *env) {
+    if (readable(env)) snprintf(devrt_path, sizeof devrt_path, "%s", env);
+    return;
+  }
+  char dir[1024] = "";
+  pthread_once(&jl_once, jl_load);
+  Dl_info info;
+  if (!jl_rc && jl.Create && dladdr((void *)jl.Create, &info) && info.dli_fname) {
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else dir[0] = 0;
+  }
+  const char *home = getenv("CUDA_HOME");
+  char cand[3][1024];
+  snprintf(cand[0], sizeof cand[0], "%s/libcudadevrt.a", dir[0] ? dir : ".");
+  snprintf(cand[1], sizeof cand[1], "%s/lib64/libcudadevrt.a", home && *home ? home : "/usr/local/cuda");
+  snprintf(cand[2], sizeof cand[2], "/usr/local/cuda/lib64/libcudadevrt.a");
+  for (int i = dir[0] ? 0 : 1; i < 3; ++i)
+    if (readable(cand[i])) {
+      snprintf(devrt_path, sizeof devrt_path, "%s", cand[i]);
+      return;
+    }
+}
+
+const char *mw__cudadevrt(void) {
+  pthread_once(&devrt_once, devrt_find);
+  return devrt_path[0] ? devrt_path : NULL;
 }

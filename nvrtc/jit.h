@@ -38,6 +38,14 @@ int mw__nvrtc_compile(const char *src, const char *name, int sm, const char *con
  * *image (malloc'd) and *size, or MW_ECOMPILE / MW_ENODEV / MW_ENOMEM with the message in *log
  * (malloc'd; log may be NULL). Thread-safe. */
 int mw__nvjitlink(int sm, const void *const *parts, const size_t *sizes, const int *is_cubin,
-                  int n, void **image, size_t *size, char **log);
+                  int n, const char *library, void **image, size_t *size, char **log);
+/* library: a static library linked in too (the device runtime's, for launches from the device),
+ * or NULL. */
+
+/* The CUDA device runtime library (libcudadevrt.a) that images launching grids from the device
+ * are linked with: $MOONWARP_CUDADEVRT, else beside the nvJitLink library found, else in
+ * $CUDA_HOME/lib64 or /usr/local/cuda/lib64; NULL when there is none (such images are not
+ * built then). Thread-safe. */
+const char *mw__cudadevrt(void);
 
 #endif /* MW_JIT_H */

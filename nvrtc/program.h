@@ -94,6 +94,10 @@ typedef struct mw__gen_opts {
    * source sits (the compile cache's key); mw__user_places and mw__user_line map them back.
    * 0: the user's file and lines themselves (a source for people to read) */
   int canon;
+  /* 1 (cuda, one unit): block tasks may also run as grids launched from the device
+   * (protocol.h, Block tasks, "As a grid"): the image must be compiled relocatable and linked
+   * with the device runtime library (mw__grids_of says whether a list of programs has any) */
+  int grids;
 } mw__gen_opts;
 
 #define MW_PLACE_PREFIX "<mw-"
@@ -105,6 +109,9 @@ void mw__prog_tag(const mw__parsed *p, int i, char out[24]);
  * runtime, each program in a namespace of its own, the dispatch switch and the kernel entry.
  * Kind ids come from each task's kind field. Returns a malloc'd string or NULL on OOM. */
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
+/* Whether the one-unit image of progs[0..nprogs) has grid kernels under opts: opts->grids, on
+ * cuda, and a block task among them. */
+int mw__grids_of(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts);
 
 /* The parts of an image compiled one by one and linked (image.h): the executor (the device
  * runtime and its entry points, no task code); one program (progs[0]: its tasks and what the

@@ -157,6 +157,29 @@ support.each_backend(function(backend)
       out:close()
     end)
 
+    it("in bulk of many instances, from the host and from a task (cuda: a grid launched from the device)", function()
+      -- twice the worker CTAs or more: on cuda the instances run as a grid of their own
+      -- (protocol.h, Block tasks, "As a grid"), beside the executor's CTAs
+      local n = 2 * rt:stats().workers + 5
+      local out = rt:buffer("int32", 128 * n)
+      local before = rt:stats()
+      assert.is_nil(prog.swap:bulk(n, out, 3):await(60))
+      check(out, n, 3)
+      assert.is_nil(prog.driver(out, n, 4):await(60))
+      check(out, n, 4)
+      settled()
+      local after = rt:stats()
+      if backend == "cuda" then
+        assert.equals(2, after.grids - before.grids)
+      else
+        assert.equals(0, after.grids)
+      end
+      local s0, s1 = before.tasks.swap or {}, after.tasks.swap
+      assert.equals(2, s1.completed - (s0.completed or 0))
+      assert.equals(0, s1.failed - (s0.failed or 0))
+      out:close()
+    end)
+
     it("spawned and awaited by a warp task, alone and in bulk", function()
       local out = rt:buffer("int32", 128 * 5)
       assert.is_nil(prog.one(out, 4):await(30))

@@ -855,6 +855,65 @@ __device__ bool mw_blk_wait(mw_ctx *c, mw_u32 v, bool host) {
   }
 }
 
+#ifdef MW_GRIDS
+/* Block tasks launched as a grid (protocol.h, Block tasks, "As a grid"). The image defines
+ * mw_grid_launch: a grid of count blocks of kind's body, fire-and-forget, whose block b runs
+ * instance first + b; false when kind has no grid or the launch failed. */
+__device__ bool mw_grid_launch(mw_state *st, mw_u32 kind, mw_u32 f, mw_u32 first, mw_u32 count);
+
+/* One block of a block task's grid (the kernel the image generates for each block kind): runs
+ * instance first + blockIdx.x of frame f with a context that holds what a block body reads
+ * (lane, warp, instance, the settings), counts it, and the grid's last block to end returns the
+ * frame to the global queue (the grid's reference), after the block that counted the task's
+ * last instance marked it MW_FR_GRID_LAST for a worker to complete. */
+template <class F>
+__device__ __forceinline__ void mw_grid_run(mw_state *st, mw_u32 f, mw_u32 first, mw_u32 kbase) {
+  mw_ctx c;
+  c.st = st;
+  c.frames = st->frames;
+  c.frame_bytes = st->frame_bytes;
+  c.lane = threadIdx.x & 31u;
+  c.cw = threadIdx.x >> 5;
+  c.cn = MW_CTA_WARPS;
+  c.index = first + blockIdx.x;
+  c.bulk = 1;
+  mw_frame_hdr *h = mw_frame(&c, f);
+  c.kind = h->kind;
+  reinterpret_cast<F *>((mw_u8 *)h + MW_FRAME_HDR_BYTES)->_mw_body(&c, kbase);
+  __syncthreads(); /* every warp's stores before the count */
+  if (threadIdx.x == 0) {
+    MW_FENCE();
+    if (atomicAdd(&h->bulk_done, 1u) + 1u == h->bulk_n) atomicOr(&h->flags, (mw_u32)MW_FR_GRID_LAST);
+    MW_FENCE();
+    if (atomicAdd(&h->children, 1u) + 1u == gridDim.x) mw_gq_push(st, f);
+  }
+}
+
+/* Lane 0 of the warp that took block frame f (its reference is ours), when its unclaimed
+ * instances are at least st->grid_min: claims them all and launches them as a grid, which takes
+ * the reference; true when f is dealt with. A launch that fails fails the task. */
+__device__ bool mw_grid_try(mw_ctx *c, mw_u32 f, mw_frame_hdr *h) {
+  const mw_u32 min = mw_ld32(&c->st->grid_min), n = h->bulk_n;
+  if (!min || n - mw_ld32(&h->bulk_next) < min) return false;
+  const mw_u32 i = atomicExch(&h->bulk_next, n);
+  if (i < n) {
+    h->children = 0; /* the grid's blocks that ended */
+    if (mw_grid_launch(c->st, h->kind, f, i, n - i)) {
+      atomicAdd(&c->st->grids, 1ull);
+      return true;
+    }
+    if (!(atomicOr(&h->flags, (mw_u32)MW_FR_FAILED) & MW_FR_FAILED)) {
+      mw_slot *sl = &c->slots[MW_FUT_SLOT(h->fut)];
+      sl->code = MW_FAIL_CAPACITY;
+      mw_compose(sl->msg, mw_kind_name(h->kind), "its grid could not be launched from the device");
+    }
+    mw_blk_done(c, f, n - i);
+  }
+  mw_bulk_drop(c, f);
+  return true;
+}
+#endif
+
 /* A block frame f that this warp took (its reference is ours): the warp holds it for its CTA and
  * runs it with the CTA's other warps, or hands it on: to the global queue when this CTA has
  * fewer than MW_CTA_WARPS warps (it never holds one), when another block task is held here, or
@@ -867,6 +926,17 @@ __device__ __noinline__ void mw_run_block(mw_ctx *c, mw_u32 f) {
     mw_frame_hdr *h = mw_frame(c, f);
     mw_blk_slot *b = MW_BLK(c);
     bool invited = true;
+#ifdef MW_GRIDS
+    if ((mw_ld32(&h->flags) & MW_FR_GRID_LAST) &&
+        (atomicAnd(&h->flags, ~(mw_u32)MW_FR_GRID_LAST) & MW_FR_GRID_LAST)) {
+      /* its grid counted the last instance: complete it here, once */
+      MW_FENCE();
+      mw_bulk_complete(c, h->fut, h->kind, mw_ld32(&h->flags), (const mw_u8 *)h + MW_FRAME_HDR_BYTES);
+      mw_bulk_drop(c, f);
+    } else if (c->cn == MW_CTA_WARPS && !mw_cancel_asked(c, h->fut) && mw_grid_try(c, f, h)) {
+      /* launched as a grid (or every instance was claimed already: dropped) */
+    } else
+#endif
     if (c->cn < MW_CTA_WARPS) {
       mw_gq_push(st, f);
       __nanosleep(10000); /* and naps, as an idle warp would, rather than take it back at once */

@@ -41,7 +41,7 @@
 #ifndef MW_PROTOCOL_H
 #define MW_PROTOCOL_H
 
-#define MW_PROTOCOL_VERSION 12
+#define MW_PROTOCOL_VERSION 13
 
 /* ---- handles ----------------------------------------------------------------------------
  * A future handle is 64 bits: generation in the high word, slot index + 1 in the low word.
@@ -216,7 +216,10 @@ typedef struct mw_slot {
 
 /* MW_FR_CANCEL: a bulk task skipped instances because it was cancelled (atomicOr);
  * MW_FR_FAILED: a bulk instance failed, the first to set it writes the message (atomicOr). */
-enum mw_frame_flags { MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u, MW_FR_BLOCK = 16u };
+enum mw_frame_flags {
+  MW_FR_BULK = 1u, MW_FR_CANCEL = 2u, MW_FR_HOST = 4u, MW_FR_FAILED = 8u, MW_FR_BLOCK = 16u,
+  MW_FR_GRID_LAST = 32u /* a block task's grid counted its last instance: a worker completes it */
+};
 /* A task's generation: 0 for a spawn of the host, its spawner's + 1 for a spawn of a task (at
  * most MW_GEN_MAX). It travels with the task: bits 16-31 of its frame's flags (above the
  * mw_frame_flags), of its level's flags (above the mw_level_flags) and mw_rec.gen. An elided
@@ -259,7 +262,8 @@ typedef struct mw_frame_hdr {
   mw_u64 fut;      /* the future this task completes */
   mw_u64 join;     /* epoch << 32 | MW_JOIN_* bits, see above */
   mw_u32 flags;    /* enum mw_frame_flags */
-  mw_u32 children; /* first owned child slot (index + 1), 0 = none */
+  mw_u32 children; /* first owned child slot (index + 1), 0 = none; a block task's frame
+                    * launched as a grid: the grid's blocks that ended (Block tasks) */
   mw_u64 await_f[2]; /* the current await: [0] the first failed future (1: stale) */
   /* bulk: n instances share this frame; each queue entry or record holds one reference */
   mw_u32 bulk_n;
@@ -758,7 +762,25 @@ typedef struct mw_level {
  *     lanes diverged across call sites) finds in[its warp] set: the instance fails with its
  *     divergence message and the warp meets the others at the barrier as MW_BLK_AT_LOST. A wait
  *     at the barrier leaves the warp once the runtime faulted. A fault or trap in a body is a
- *     fault of the runtime, as for any task. */
+ *     fault of the runtime, as for any task.
+ *   As a grid (cuda, an image compiled with MW_GRIDS: one unit, linked with the device runtime
+ *     library): the image has a kernel for each block kind (blockIdx.x the instance, less the
+ *     first; the same body, __shared__ struct in dynamic shared memory and bar.sync 1) and
+ *     mw_grid_launch. The host sets grid_min before each launch (twice the complete CTAs, when
+ *     the executor leaves room on an SM for another CTA of its size; else 0). A warp that takes
+ *     a block frame whose unclaimed instances are at least grid_min (not cancelled, its CTA
+ *     complete) claims them all (atomicExch bulk_next, n: [i, n)), zeroes children and
+ *     launches the grid fire-and-forget; its reference goes to the grid (a failed launch fails
+ *     the task, its instances counted). Each block, after its body and a CTA barrier, fences
+ *     and adds 1 to bulk_done; the one that reaches bulk_n sets MW_FR_GRID_LAST (atomicOr);
+ *     then it fences and adds 1 to children, and the block that makes it the grid's size pushes
+ *     the frame to the global queue (the grid's reference back). Any warp that takes a block
+ *     frame first clears MW_FR_GRID_LAST (atomicAnd, when a load shows it): the one that
+ *     cleared it fences and completes the future (mw_bulk_complete), then drops its reference.
+ *     The instances a grid took all run (a cancel after the launch does not stop them) and
+ *     trace nothing; a grid in flight keeps the executor's kernel from ending (a parent grid
+ *     ends after its children), so a stop waits for it and its push lands before the next
+ *     launch. */
 
 /* Bytes of a worker CTA's block area (block tasks' __shared__ variables). */
 #define MW_BLOCK_SMEM 32768u
@@ -874,7 +896,9 @@ typedef struct mw_state {
   mw_u32 stop_arrived; /* workers waiting to leave (see Stopping above); follows stop */
   mw_u32 hungry;       /* workers that found nothing to do (atomicAdd/Sub); busy warps publish
                         * aged records to the global queue while it is not 0 */
-  mw_u32 pad2;
+  mw_u32 grid_min;     /* a block task of at least this many unclaimed instances is launched as
+                        * a grid (Block tasks, "As a grid"); 0: never. Set by the host before a
+                        * launch */
   mw_u64 t0;           /* globaltimer at the first launch */
   /* tracing, written by the host (see "task traces" above) */
   mw_u32 trace_gen;     /* odd while on */
@@ -889,6 +913,7 @@ typedef struct mw_state {
   mw_u32 board_seats[MW_BOARD]; /* joiners still wanted, a hint (see The bulk board above) */
   mw_u32 board_seq;
   mw_u32 stack_bytes; /* the executor's stack budget (MW_STACK_BYTES above); set before launch */
+  mw_u64 grids;       /* block tasks' grids launched from the device (atomicAdd; Block tasks) */
 } mw_state;
 
 #endif /* MW_PROTOCOL_H */

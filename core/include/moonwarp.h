@@ -152,6 +152,7 @@ typedef struct mw_stats {
   uint64_t queued_global; /* tasks in the global run queue */
   uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */
   uint64_t tier_swaps;    /* build "tiered": one-unit images swapped in behind parts loads */
+  uint64_t grids;         /* block tasks whose instances ran as a grid launched from the device */
 } mw_stats;
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);

@@ -32,6 +32,8 @@ typedef struct cuda_be {
   mw_CUmodule mod;
   mw_CUfunction fn;
   int blocks;  /* of the loaded executor per SM, as its occupancy allows (at most MAX_BLOCKS_PER_SM) */
+  int fit;     /* the same, as many as the occupancy allows */
+  int grids;   /* the loaded image launches block tasks as grids (its mw_grid_image) */
   unsigned dyn_smem; /* the loaded executor's dynamic shared memory per CTA (block tasks' area) */
   int fresh;   /* loaded since the last launch: the launch fits the workers to it */
   uint32_t stack_bytes; /* mw__backend_args.stack_bytes */
@@ -268,6 +270,12 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
     if (r == MW_CUDA_SUCCESS && dyn)
       r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
   }
+  int grids = 0; /* protocol.h, Block tasks, "As a grid" */
+  if (r == MW_CUDA_SUCCESS) {
+    mw_CUdeviceptr at = 0;
+    size_t bytes = 0;
+    grids = mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_grid_image") == MW_CUDA_SUCCESS;
+  }
   int blocks = 0;
   if (r == MW_CUDA_SUCCESS)
     r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, dyn);
@@ -295,6 +303,8 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   be->fn = fn;
   be->dyn_smem = dyn;
   be->blocks = blocks > MAX_BLOCKS_PER_SM ? MAX_BLOCKS_PER_SM : blocks;
+  be->fit = blocks;
+  be->grids = grids;
   be->fresh = 1;
   return 0;
 }
@@ -312,6 +322,17 @@ static int fit_workers(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
     int rc = cuda_h2d((mw__backend *)be, state_dev + offsetof(mw_state, nworkers), &want, 4);
     if (rc) return rc;
   }
+  /* block tasks as grids (protocol.h, Block tasks, "As a grid"): one of at least twice as many
+   * unclaimed instances as complete CTAs, when the workers leave room on each SM for one more
+   * CTA of the executor's size (a grid's block takes no more: it may run beside them); else
+   * never, for a grid that found no room would wait behind a kernel that never ends.
+   * $MOONWARP_GRID_MIN sets the count (0: never) */
+  const uint32_t ctas = want / WARPS_PER_BLOCK, per_sm = (ctas + (uint32_t)be->nsm - 1) / (uint32_t)be->nsm;
+  uint32_t grid_min = be->grids && per_sm < (uint32_t)be->fit ? (ctas > 0 ? 2 * ctas : 1) : 0;
+  const char *env = getenv("MOONWARP_GRID_MIN");
+  if (be->grids && per_sm < (uint32_t)be->fit && env && *env) grid_min = (uint32_t)strtoul(env, NULL, 10);
+  int rc = cuda_h2d((mw__backend *)be, state_dev + offsetof(mw_state, grid_min), &grid_min, 4);
+  if (rc) return rc;
   be->fresh = 0;
   return 0;
 }

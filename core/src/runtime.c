@@ -764,7 +764,7 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
   }
   for (int i = 0; i < p.ntasks; ++i) p.tasks[i].kind = (uint32_t)i;
   mw__parsed *list[1] = {&p};
-  mw__gen_opts go = {backend && !strcmp(backend, "sim"), DEFAULT_FRAME_BYTES, 0};
+  mw__gen_opts go = {backend && !strcmp(backend, "sim"), DEFAULT_FRAME_BYTES, 0, 0};
   *out_source = mw__generate(list, 1, &go);
   mw__parsed_free(&p);
   return *out_source ? 0 : MW_ENOMEM;
@@ -802,7 +802,7 @@ static int build_options(mw_program *const *progs, int n, const char *gen, mw__b
 static int compile_part_to(const mw_runtime *rt, mw__gen_part part, mw_program *const *opt, int nopt,
                            mw__parsed *const *progs, int nprogs, int debug, mw__image *out,
                            char *err, size_t errlen) {
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1, 0};
   char *gen = mw__generate_part(part, progs, nprogs, &go);
   mw__build_opts bo;
   const char **dirs = NULL;
@@ -848,7 +848,7 @@ static void *exec_part_main(void *arg) {
 static int tag_program(mw_runtime *rt, mw_program *p) {
   snprintf(p->parsed.tag, sizeof p->parsed.tag, "x");
   mw__parsed *list[1] = {&p->parsed};
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1, 0};
   char *gen = mw__generate_part(MW_GEN_PROGRAM, list, 1, &go);
   if (!gen) return MW_ENOMEM;
   const void *parts[] = {gen};
@@ -897,6 +897,14 @@ static int compile_program(mw_runtime *rt, mw_program *p) {
   return rc;
 }
 
+/* Whether a cuda image compiled in one unit may launch block tasks as grids from the device
+ * (protocol.h, Block tasks, "As a grid"): where the device runtime library is found, unless
+ * $MOONWARP_GRIDS is 0 (the executor's CTAs run every instance, to compare). */
+static int grids_wanted(int host_code) {
+  const char *env = getenv("MOONWARP_GRIDS");
+  return !host_code && !(env && !strcmp(env, "0")) && mw__cudadevrt() != NULL;
+}
+
 /* The one-unit image of req: compiled whole, or, with req->object (MOONWARP_ONE_UNIT_LINKED=1 on
  * cuda, a variant to measure: bench/NOTES.md, "split compilation"), compiled as relocatable code
  * on every core and linked alone. fresh: a cached relocatable object is compiled again (the
@@ -912,7 +920,7 @@ static int compile_one_unit(mw_runtime *rt, const mw__image_req *req, mw__image 
   }
   if (rc) return rc;
   const mw__image *one[1] = {&obj};
-  rc = mw__image_link(one, 1, 0, rt->arch, img, rt->err, sizeof rt->err);
+  rc = mw__image_link(one, 1, 0, rt->arch, req->library, img, rt->err, sizeof rt->err);
   mw__image_free(&obj);
   return rc;
 }
@@ -926,14 +934,16 @@ static int build_image(mw_runtime *rt, mw_program *const *progs, mw__parsed *con
   int debug = 0;
   for (int i = 0; i < nprogs; ++i) debug |= progs[i]->debug;
   if (rt->one_unit) {
-    mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+    mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1, grids_wanted(rt->ops->host_code)};
+    const int grids = mw__grids_of(list, nprogs, &go);
     char *gen = mw__generate(list, nprogs, &go);
     int rc = gen ? build_options((mw_program **)progs, nprogs, gen, bo, dirs_out) : MW_ENOMEM;
     if (rc == MW_ENOMEM) mw__rt_error(rt, "out of memory");
     const char *linked = getenv("MOONWARP_ONE_UNIT_LINKED");
     mw__image_req req = {.source = gen, .bo = bo, .host_code = rt->ops->host_code, .arch = rt->arch,
                          .progs = list, .nprogs = nprogs,
-                         .object = !rt->ops->host_code && linked && !strcmp(linked, "1")};
+                         .object = grids || (!rt->ops->host_code && linked && !strcmp(linked, "1")),
+                         .library = grids ? mw__cudadevrt() : NULL};
     *req_out = req;
     *gen_out = gen;
     return rc ? rc : compile_one_unit(rt, req_out, img, 0);
@@ -955,7 +965,7 @@ static int build_image(mw_runtime *rt, mw_program *const *progs, mw__parsed *con
     parts[0] = &rt->exec_obj;
     for (int i = 0; i < nprogs; ++i) parts[1 + i] = &progs[i]->obj;
     parts[nprogs + 1] = &link;
-    rc = mw__image_link(parts, nprogs + 2, rt->ops->host_code, rt->arch, img, rt->err, sizeof rt->err);
+    rc = mw__image_link(parts, nprogs + 2, rt->ops->host_code, rt->arch, NULL, img, rt->err, sizeof rt->err);
   }
   free(parts);
   mw__image_free(&link);
@@ -1476,7 +1486,7 @@ static void tier_start(mw_runtime *rt) {
   if (!j) return;
   pthread_mutex_init(&j->mu, NULL);
   j->gen = rt->tier_gen;
-  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1};
+  mw__gen_opts go = {rt->ops->host_code, rt->frame_bytes, 1, 0};
   j->source = mw__generate(rt->run_progs, rt->run_nprogs, &go);
   const char **dirs = NULL;
   int rc = j->source ? build_options(rt->progs, rt->nprogs, j->source, &j->bo, &dirs) : MW_ENOMEM;
@@ -2120,6 +2130,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   if (!rc && !(rc = rt->ops->d2h(rt->be, &st, rt->state_dev, sizeof st))) {
     out->queued_inbox = rt->inbox_tail > st.inbox_head ? rt->inbox_tail - st.inbox_head : 0;
     out->queued_global = st.gq_tail > st.gq_head ? st.gq_tail - st.gq_head : 0;
+    out->grids = st.grids;
   }
   return rc;
 }
@@ -2237,7 +2248,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
    * runtime does by default: the whole image compiled in one unit */
   mw__parsed *list[1] = {p};
   mw_program *progs[1] = {&prog};
-  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0};
+  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0, 0};
   mw__image parts[3];
   memset(parts, 0, sizeof parts);
   static const mw__gen_part which[3] = {MW_GEN_EXECUTOR, MW_GEN_PROGRAM, MW_GEN_LINK};
@@ -2246,13 +2257,19 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   mw__image img = {0};
   const char *build = getenv("MOONWARP_BUILD");
   if (build && !strcmp(build, "one_unit")) {
+    go.grids = grids_wanted(0);
+    const int grids = mw__grids_of(list, 1, &go);
     char *gen = mw__generate(list, 1, &go);
     mw__build_opts bo;
     const char **dirs = NULL;
     rc = gen ? build_options(progs, 1, gen, &bo, &dirs) : MW_ENOMEM;
     bo.debug = prog.debug;
-    mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1};
-    if (!rc) rc = mw__image_compile(&req, &img, err, sizeof err, &log);
+    mw__image_req req = {.source = gen, .bo = &bo, .arch = sm, .offline = 1, .object = grids};
+    mw__image obj = {0};
+    if (!rc) rc = mw__image_compile(&req, grids ? &obj : &img, err, sizeof err, &log);
+    const mw__image *one[1] = {&obj};
+    if (!rc && grids) rc = mw__image_link(one, 1, 0, sm, mw__cudadevrt(), &img, err, sizeof err);
+    mw__image_free(&obj);
     free(dirs);
     free(gen);
   } else {
@@ -2268,7 +2285,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
       free(gen);
     }
     const mw__image *pp[3] = {&parts[0], &parts[1], &parts[2]};
-    if (!rc) rc = mw__image_link(pp, 3, 0, sm, &img, err, sizeof err);
+    if (!rc) rc = mw__image_link(pp, 3, 0, sm, NULL, &img, err, sizeof err);
     for (int k = 0; k < 3; ++k) mw__image_free(&parts[k]);
   }
   mw__parsed_free(p);
