@@ -493,3 +493,40 @@ task block void trapper(int *out) {
     rt6:close()
   end)
 end)
+
+describe("block tasks' cuda image, without a GPU #slow", function()
+  local function readable(path)
+    local f = path and io.open(path, "rb")
+    if f then f:close() end
+    return f ~= nil
+  end
+  local function one_unit(env)
+    local saved = {}
+    for k, v in pairs(env) do
+      saved[k] = os.getenv(k) or false
+      support.setenv(k, v)
+    end
+    local ok, cubin, log = pcall(mw.compile_cubin, RUN, { chunkname = "block_run.cu" })
+    for k, v in pairs(saved) do support.setenv(k, v or nil) end
+    assert(ok, cubin)
+    assert.is_string(cubin, log)
+    assert.equals("\127ELF", cubin:sub(1, 4))
+    return cubin
+  end
+
+  it("in one unit: linked with the device runtime, with a grid kernel for each block task", function()
+    local home = os.getenv("CUDA_HOME")
+    if not (readable(os.getenv("MOONWARP_CUDADEVRT")) or readable((home or "/usr/local/cuda") .. "/lib64/libcudadevrt.a")
+        or readable("/usr/local/cuda/lib64/libcudadevrt.a")) then
+      pending("no CUDA device runtime library (libcudadevrt.a) on this machine: block tasks build without grids")
+      return
+    end
+    local cubin = one_unit { MOONWARP_BUILD = "one_unit" }
+    assert.truthy(cubin:find("mw_grid_image\0", 1, true), "the image says it launches grids")
+    assert.truthy(cubin:find("mw_grid_0\0", 1, true), "swap's grid kernel (kind 0)")
+    assert.truthy(cubin:find("mw_block_area_bytes\0", 1, true))
+    local plain = one_unit { MOONWARP_BUILD = "one_unit", MOONWARP_GRIDS = "0" }
+    assert.is_nil(plain:find("mw_grid_image\0", 1, true), "MOONWARP_GRIDS=0 builds no grids")
+    assert.is_nil(plain:find("mw_grid_0\0", 1, true))
+  end)
+end)
