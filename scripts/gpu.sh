@@ -37,7 +37,9 @@
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
 #   blocks     bench/blocks.lua (the block-task matmul and softmax) at each worker count of
 #              $BLOCK_WORKERS (default "528 1056 2112": one, two and four worker CTAs an SM on 132
-#              SMs), beside the same algorithms as plain kernels (bench/baselines.cu's lines)
+#              SMs), for each of $BLOCK_GRIDS (default "1 0": MOONWARP_GRIDS, bulk block tasks
+#              as grids launched from the device or not), beside the same algorithms as plain
+#              kernels (bench/baselines.cu's lines)
 #   $GPU_DEADLINE (seconds) bounds the whole script: a step is begun only with its minimum time
 #   left, and the specs stop in time, so an outer `timeout` a little above it keeps every summary.
 #   $GPU_PACK=1: at the end (an outer timeout's TERM included, once the command running then
@@ -311,7 +313,10 @@ if want fibscale; then
 fi
 if want blocks; then
   step "block tasks per worker count, and their kernels"
-  per_count BLOCK_WORKERS "528 1056 2112" blocks.txt luajit bench/blocks.lua cuda
+  for g in ${BLOCK_GRIDS:-1 0}; do
+    echo "# MOONWARP_GRIDS=$g" | tee -a "$out/blocks.txt"
+    MOONWARP_GRIDS=$g per_count BLOCK_WORKERS "528 1056 2112" blocks.txt luajit bench/blocks.lua cuda
+  done
   build_baselines && timeout 120 ./build-gpu/baselines 2>&1 | grep "^block tasks/" | tee -a "$out/blocks.txt"
 fi
 if want ab; then
