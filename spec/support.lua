@@ -82,14 +82,13 @@ task int hold(int *flag) {
 ]]
 
 --- hold_long(flag) returns *flag once the host writes it (lane 0 watches), for at most about a
--- minute: for specs whose waits are long on purpose.
+-- minute: for specs whose waits are long on purpose. Bounded by its naps, not by clock64(): on
+-- sim that is the host's TSC, read by a warp whose thread may move between CPUs.
 support.HOLD_LONG = [[
 task int hold(int *flag) {
   int v = 0;
-  if (lane == 0) {
-    long long t0 = clock64();
-    while ((v = *(volatile int *)flag) == 0 && clock64() - t0 < 120000000000LL) __nanosleep(100000);
-  }
+  if (lane == 0)
+    for (int i = 0; i < 600000 && (v = *(volatile int *)flag) == 0; ++i) __nanosleep(100000);
   return __shfl_sync(0xffffffffu, v, 0);
 }
 ]]
