@@ -197,6 +197,8 @@ describe("Ctrl-C in a plain script #sim", function()
     end
     wait_for("pid %d+\n")
     local pid = text():match("pid (%d+)\n")
+    -- whatever happens, the child does not outlive the spec (its last part loops until a signal)
+    finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
     local function count(s, pattern)
       local n = 0
       for _ in s:gmatch(pattern) do n = n + 1 end
