@@ -709,9 +709,11 @@ typedef struct mw_level {
  * when spawned in bulk, else 0), `barrier()` (every warp of the CTA: bar.sync 1 on cuda; on sim a
  * CTA barrier that fails the task, with the lines, when the warps reach different barriers or
  * one leaves while others wait), and `__shared__` declarations, which the generator turns into
- * references into the CTA's block area (MW_BLOCK_SMEM bytes: dynamic shared memory on cuda, named
- * by the image's mw_block_area_bytes, 0 without block tasks; host memory per CTA on sim,
- * mw_state.sim_block); their sum is checked at compile time, at the user's line. First version:
+ * references into the CTA's block area (at most MW_BLOCK_SMEM bytes: dynamic shared memory on
+ * cuda, as much as the image's mw_block_area_bytes says: the largest need of its block tasks,
+ * rounded to 128 bytes, in one unit, MW_BLOCK_SMEM in parts, 0 without block tasks; host memory
+ * per CTA on sim, MW_BLOCK_SMEM bytes, mw_state.sim_block); their sum is checked against
+ * MW_BLOCK_SMEM at compile time, at the user's line. First version:
  * a block task spawns and awaits nothing, fails nothing and returns nothing (a compile error at
  * the user's line says so); any task may spawn and await it, the host too, alone or in bulk.
  *   Its frame: MW_FR_BLOCK (the host's spawn: MW_IN_BLOCK in its inbox flags), bulk_n instances
