@@ -328,9 +328,10 @@ static int fit_workers(cuda_be *be, uint64_t state_dev, uint32_t *nworkers) {
    * never, for a grid that found no room would wait behind a kernel that never ends.
    * $MOONWARP_GRID_MIN sets the count (0: never) */
   const uint32_t ctas = want / WARPS_PER_BLOCK, per_sm = (ctas + (uint32_t)be->nsm - 1) / (uint32_t)be->nsm;
-  uint32_t grid_min = be->grids && per_sm < (uint32_t)be->fit ? (ctas > 0 ? 2 * ctas : 1) : 0;
-  const char *env = getenv("MOONWARP_GRID_MIN");
-  if (be->grids && per_sm < (uint32_t)be->fit && env && *env) grid_min = (uint32_t)strtoul(env, NULL, 10);
+  const char *env = getenv("MOONWARP_GRID_MIN"); /* checked by mw_runtime_create */
+  uint32_t grid_min = 0;
+  if (be->grids && per_sm < (uint32_t)be->fit)
+    grid_min = env && *env ? (uint32_t)strtoul(env, NULL, 10) : ctas > 0 ? 2 * ctas : 1;
   int rc = cuda_h2d((mw__backend *)be, state_dev + offsetof(mw_state, grid_min), &grid_min, 4);
   if (rc) return rc;
   be->fresh = 0;
