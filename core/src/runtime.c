@@ -464,6 +464,21 @@ static int check_desc(const mw_runtime_desc *d) {
   return 0;
 }
 
+/* $MOONWARP_BUILD in *out: NULL when unset or empty, else "parts", "one_unit" or "tiered";
+ * MW_EINVAL, saying so, for anything else. */
+static int build_of_env(const char **out) {
+  const char *build = getenv("MOONWARP_BUILD");
+  *out = NULL;
+  if (!build || !*build) return 0;
+  if (strcmp(build, "parts") && strcmp(build, "one_unit") && strcmp(build, "tiered")) {
+    mw__set_error("MOONWARP_BUILD must be \"parts\", \"one_unit\" or \"tiered\", got \"%.40s\"",
+                  build);
+    return MW_EINVAL;
+  }
+  *out = build;
+  return 0;
+}
+
 MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   MW_NOT_NULL(out, "mw_runtime_create");
   mw_runtime_desc d = {0};
@@ -478,13 +493,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   int rc = check_desc(&d);
   if (rc) return rc;
   /* $MOONWARP_BUILD overrides mw_runtime_desc.build (to compare the two in one run) */
-  const char *build = getenv("MOONWARP_BUILD");
-  if (build && !*build) build = NULL;
-  if (build && strcmp(build, "parts") && strcmp(build, "one_unit") && strcmp(build, "tiered")) {
-    mw__set_error("MOONWARP_BUILD must be \"parts\", \"one_unit\" or \"tiered\", got \"%.40s\"",
-                  build);
-    return MW_EINVAL;
-  }
+  const char *build = NULL;
+  if (build_of_env(&build)) return MW_EINVAL;
   if (!build) build = d.build;
   /* $MOONWARP_ONE_UNIT_LINKED (cuda, build_image): 1 links the one-unit image from relocatable code */
   const char *linked = getenv("MOONWARP_ONE_UNIT_LINKED");
@@ -2238,6 +2248,9 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   *out_size = 0;
   if (out_log) *out_log = NULL;
   MW_NOT_NULL(source, "mw_compile_cubin");
+  /* $MOONWARP_BUILD=one_unit: the image as a cuda runtime builds it by default (below) */
+  const char *build = NULL;
+  if (build_of_env(&build)) return MW_EINVAL;
   const char *arch = desc ? desc->arch : NULL;
   int sm = 90;
   if (arch && (sscanf(arch, "sm_%d", &sm) != 1 || sm < 70)) {
@@ -2284,7 +2297,6 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   char *log = NULL;
   err[0] = 0;
   mw__image img = {0};
-  const char *build = getenv("MOONWARP_BUILD");
   if (build && !strcmp(build, "one_unit")) {
     go.grids = grids_wanted(0);
     const int grids = mw__grids_of(list, 1, &go);
