@@ -219,17 +219,30 @@ int mwl_generate(lua_State *L) {
   return 1;
 }
 
-/* mw.compile_cubin(source [, {chunkname=, arch="sm_90", defines=, include_dirs=, debug=}])
- * -> cubin bytes (a string) or nil, log, code ("ECOMPILE" with NVRTC's log, "ENODEV" without
- * NVRTC). */
+/* mw.compile_cubin(source [, {chunkname=, arch="sm_90", frame_bytes=, defines=, include_dirs=,
+ * debug=}]) -> cubin bytes (a string) or nil, log, code ("ECOMPILE" with NVRTC's log, "ENODEV"
+ * without NVRTC). frame_bytes: the frame size of the runtimes the cubin is for (mw.runtime's
+ * option of that name). */
 int mwl_compile_cubin(lua_State *L) {
-  static const char *const own[] = {"chunkname", "arch", NULL};
+  static const char *const own[] = {"chunkname", "arch", "frame_bytes", NULL};
   size_t len;
   const char *src = luaL_checklstring(L, 1, &len);
   mw_compile_desc d;
   memset(&d, 0, sizeof d);
   d.filename = opt_string(L, 2, "chunkname", NULL);
   d.arch = opt_string(L, 2, "arch", "sm_90");
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_getfield(L, 2, "frame_bytes");
+    if (!lua_isnil(L, -1)) {
+      lua_Number v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+      if (!(v >= 0 && v <= 4294967295.0 && v == (lua_Number)(uint32_t)v))
+        luaL_argerror(L, 2, lua_pushfstring(L, "option 'frame_bytes' must be a whole number of bytes, got %s",
+                                               lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                                               : mwl_typename(L, -1)));
+      d.frame_bytes = (uint32_t)v;
+    }
+    lua_pop(L, 1);
+  }
   if (!lua_isnoneornil(L, 2)) mwl_compile_options(L, 2, &d, own);
   if (strlen(src) != len) return luaL_argerror(L, 1, "source contains a NUL byte");
   void *cubin = NULL;

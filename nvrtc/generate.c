@@ -373,6 +373,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
                   "{ return _mw_fast(_c, _mw_kbase, *this); }\n#endif\n",
                   t->name);
   mw__sb_puts(b, "};\n");
+  put_line(b, at, t->line); /* a frame too small is the task's line, in its file */
   mw__sb_printf(b,
                 "static_assert(sizeof(mw_frame_%s) <= MW_FRAME_PAYLOAD, \"task %s: its parameters "
                 "and locals do not fit in a frame; raise frame_bytes\");\n",

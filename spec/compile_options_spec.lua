@@ -330,6 +330,14 @@ describe("bad compile options #sim", function()
     assert.truthy(err and err:find("bad argument #2 to 'compile_file' (unknown option 'what'", 1, true), err)
     err = support.error_of(function() local c = mw.compile_cubin(SRC, { defines = { ["a b"] = 1 } }) return c end)
     assert.truthy(err and err:find("bad argument #2 to 'compile_cubin' (option 'defines': 'a b' is not an identifier", 1, true), err)
+    for _, bad in ipairs { "512", 100, 200.5, -16 } do
+      err = support.error_of(function() local c = mw.compile_cubin(SRC, { frame_bytes = bad }) return c end)
+      assert.truthy(err and err:find("bad argument #2 to 'compile_cubin' (option 'frame_bytes' must be", 1, true), err)
+    end
+    err = support.error_of(function() local c = mw.compile_cubin(SRC, { frame_bytes = 100 }) return c end)
+    assert.truthy(err:find("option 'frame_bytes' must be a multiple of 16 in 128..65536, got 100", 1, true), err)
+    err = support.error_of(function() local p = rt:compile(SRC, "frames.lua", { frame_bytes = 512 }) return p end)
+    assert.truthy(err and err:find("unknown option 'frame_bytes'", 1, true), err)
     -- mw.compile_cubin builds as MOONWARP_BUILD says, and refuses what mw.runtime refuses
     local old = os.getenv("MOONWARP_BUILD")
     support.setenv("MOONWARP_BUILD", "fast")
@@ -344,6 +352,18 @@ describe("bad compile options #sim", function()
     assert.is_not_nil(support.error_of(function() return rt:compile(SRC, "x.lua", { defines = { lane = 1 } }) end))
     local p = compile(rt, SRC, "after_bad.lua", { defines = {} })
     assert.equals(1, p.one():await(30))
+  end)
+end)
+
+describe("a task too big for the runtime's frames #sim", function()
+  it("fails to compile at the task's line, saying to raise frame_bytes", function()
+    local rt = assert(mw.runtime { backend = "sim", frame_bytes = 128 })
+    local p, err = rt:compile("// a task too big\ntask long big(int n) {\n  local long a[40];\n  a[0] = n;\n  return a[0];\n}\n",
+      "frames.lua")
+    rt:close()
+    assert.is_nil(p)
+    assert.truthy(err:find("frames.lua:2:", 1, true), err)
+    assert.truthy(err:find("task big: its parameters and locals do not fit in a frame; raise frame_bytes", 1, true), err)
   end)
 end)
 
@@ -607,6 +627,20 @@ task int flavour() { return FLAVOUR; }
     assert.truthy(plain:find(".debug_line", 1, true))
     assert.is_nil(plain:find(".debug_info", 1, true))
     assert.truthy(debug:find(".debug_info", 1, true))
+  end)
+
+  -- a task's parameters and locals fit in a frame of the runtime's frame_bytes: a program that
+  -- needs bigger frames compiles for a runtime that has them, as mw.runtime{frame_bytes=} says
+  it("compiles for the frames of frame_bytes, and refuses a task too big for them at its line", function()
+    local big = "task long big(int n) {\n  local long a[40];\n  a[0] = n;\n  return a[0];\n}\n"
+    local none, log, code = mw.compile_cubin(big, { chunkname = "frames.cu" })
+    assert.is_nil(none)
+    assert.equals("ECOMPILE", code)
+    assert.truthy(log:find("task big: its parameters and locals do not fit in a frame; raise frame_bytes", 1, true), log)
+    assert.truthy(log:find("frames.cu(1)", 1, true), log)
+    local cubin, err = mw.compile_cubin(big, { chunkname = "frames.cu", frame_bytes = 512 })
+    assert.is_string(cubin, err)
+    assert.equals("\127ELF", cubin:sub(1, 4))
   end)
 
   it("reports a define that breaks the task code at the user's file and line", function()

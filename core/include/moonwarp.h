@@ -212,6 +212,10 @@ typedef struct mw_compile_desc {
    * 0: optimised, with line information (NVRTC -lineinfo, the sim -O2 -g). Device code built
    * with -G runs many times slower. */
   int debug;
+  /* mw_compile_cubin_desc: the frame size of the runtimes the cubin is for
+   * (mw_runtime_desc.frame_bytes, which bounds a task's parameters and locals); 0 = the
+   * default, 256. mw_program_compile: 0 or its runtime's own, else MW_EINVAL. */
+  uint32_t frame_bytes;
 } mw_compile_desc;
 
 /* Parses, generates, compiles and loads a program into the runtime (relaunching the executor
@@ -236,7 +240,8 @@ MW_API int mw_generate_source(const char *source, const char *filename, const ch
 MW_API int mw_compile_cubin(const char *source, const char *filename, const char *arch,
                             void **out_cubin, size_t *out_size, char **out_log);
 /* The same with a compile descriptor (NULL: defaults): its filename, first_line, arch (NULL =
- * "sm_90"), defines, include_dirs and debug, as a runtime's compile would use them. */
+ * "sm_90"), defines, include_dirs, debug and frame_bytes, as a runtime's compile would use
+ * them. */
 MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc,
                                  void **out_cubin, size_t *out_size, char **out_log);
 

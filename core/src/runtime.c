@@ -433,6 +433,16 @@ static void free_state(mw_runtime *rt) {
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+/* A frame size (mw_runtime_desc.frame_bytes, mw_compile_desc.frame_bytes): 0 (the default) or
+ * a multiple of 16 in 128..65536; MW_EINVAL, saying so, otherwise. */
+static int frame_bytes_ok(uint32_t frame_bytes) {
+  if (frame_bytes && (frame_bytes < 128 || frame_bytes > 65536 || frame_bytes % 16)) {
+    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u", frame_bytes);
+    return MW_EINVAL;
+  }
+  return 0;
+}
+
 /* The options of d that do not depend on the backend: 0, or MW_EINVAL saying which is out of
  * its limits. */
 static int check_desc(const mw_runtime_desc *d) {
@@ -456,12 +466,7 @@ static int check_desc(const mw_runtime_desc *d) {
     mw__set_error("option 'stack_bytes' must be in 4096..524288, got %u", d->stack_bytes);
     return MW_EINVAL;
   }
-  if (d->frame_bytes && (d->frame_bytes < 128 || d->frame_bytes > 65536 || d->frame_bytes % 16)) {
-    mw__set_error("option 'frame_bytes' must be a multiple of 16 in 128..65536, got %u",
-                  d->frame_bytes);
-    return MW_EINVAL;
-  }
-  return 0;
+  return frame_bytes_ok(d->frame_bytes);
 }
 
 /* $MOONWARP_BUILD in *out: NULL when unset or empty, else "parts", "one_unit" or "tiered";
@@ -1199,6 +1204,11 @@ MW_API int mw_program_compile(mw_runtime *rt, const char *source, const mw_compi
   if (rt->faulted) {
     mw__rt_error(rt, "the runtime has faulted: %s", mw_strerror(rt->faulted));
     return MW_EFAULT;
+  }
+  if (desc && desc->frame_bytes && desc->frame_bytes != rt->frame_bytes) {
+    mw__rt_error(rt, "option 'frame_bytes' (%u) is not the runtime's (%u): a program compiles with its runtime's frames",
+                 desc->frame_bytes, rt->frame_bytes);
+    return MW_EINVAL;
   }
   mw_program *p = calloc(1, sizeof *p);
   if (!p) return MW_ENOMEM;
@@ -2251,6 +2261,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   /* $MOONWARP_BUILD=one_unit: the image as a cuda runtime builds it by default (below) */
   const char *build = NULL;
   if (build_of_env(&build)) return MW_EINVAL;
+  if (frame_bytes_ok(desc ? desc->frame_bytes : 0)) return MW_EINVAL;
   const char *arch = desc ? desc->arch : NULL;
   int sm = 90;
   if (arch && (sscanf(arch, "sm_%d", &sm) != 1 || sm < 70)) {
@@ -2290,7 +2301,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
    * runtime does by default: the whole image compiled in one unit */
   mw__parsed *list[1] = {p};
   mw_program *progs[1] = {&prog};
-  mw__gen_opts go = {0, DEFAULT_FRAME_BYTES, 0, 0};
+  mw__gen_opts go = {0, desc && desc->frame_bytes ? desc->frame_bytes : DEFAULT_FRAME_BYTES, 0, 0};
   mw__image parts[3];
   memset(parts, 0, sizeof parts);
   static const mw__gen_part which[3] = {MW_GEN_EXECUTOR, MW_GEN_PROGRAM, MW_GEN_LINK};

@@ -122,6 +122,10 @@ int main(void) {
     expect_true("mw_compile_cubin_desc names a bad define",
                 strstr(mw_last_error(), "option 'defines': '1N' is not an identifier") != NULL);
     expect_true("a refused mw_compile_cubin_desc hands out nothing", cubin == NULL && size == 0);
+    mw_compile_desc odd = {.arch = "sm_90", .frame_bytes = 200};
+    EXPECT(mw_compile_cubin_desc(SRC, &odd, &cubin, &size, NULL), MW_EINVAL);
+    expect_true("mw_compile_cubin_desc names a bad frame_bytes",
+                strstr(mw_last_error(), "option 'frame_bytes' must be a multiple of 16 in 128..65536, got 200") != NULL);
   }
   EXPECT(mw_spawn(NULL, NULL, 0, &arg, 1, 0, &f), MW_EINVAL);
   EXPECT(mw_future_poll(NULL, 1, &res), MW_EINVAL);
@@ -374,10 +378,16 @@ int main(void) {
       fclose(hf);
     }
     const char *defs[] = {"N=40", "ONE"}, *dirs[] = {dir};
-    mw_compile_desc cd = {"opts.c", NULL, 1, defs, 2, dirs, 1, 1};
+    mw_compile_desc cd = {.filename = "opts.c", .first_line = 1, .defines = defs, .ndefines = 2,
+                          .include_dirs = dirs, .ninclude_dirs = 1, .debug = 1};
     expect_runs(rt, "#include \"api_opts.h\"\ntask int opt() { return N + ONE + FROM_HEADER; }\n", &cd,
                 141, "the defines and the header make opt() 141");
     /* the define is the first program's own: a second one without it does not see N */
+    mw_compile_desc other = {.filename = "frames.c", .frame_bytes = 4096};
+    mw_program *none = NULL;
+    EXPECT(mw_program_compile(rt, "task int g() { return 1; }\n", &other, &none), MW_EINVAL);
+    expect_true("a program compile refuses frames other than its runtime's",
+                none == NULL && strstr(mw_runtime_last_error(rt), "option 'frame_bytes' (4096) is not the runtime's") != NULL);
     mw_compile_desc plain = {.filename = "plain.c", .first_line = 1};
     expect_runs(rt, "task int plain() {\n#ifdef N\n  return -1;\n#else\n  return 7;\n#endif\n}\n", &plain,
                 7, "a define stays in its program");

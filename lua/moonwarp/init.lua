@@ -94,9 +94,9 @@ M.now = core.now
 -- (what NVRTC or the host compiler is given). nil, message, code when it cannot be read.
 M.generate = core.generate
 
---- mw.compile_cubin(source [, {chunkname=, arch="sm_90", defines=, include_dirs=, debug=}]):
+--- mw.compile_cubin(source [, {chunkname=, arch="sm_90", frame_bytes=, defines=, include_dirs=, debug=}]):
 -- compiles a program with NVRTC into a cubin (a string), with no GPU needed, with the compile
--- options of rt:compile. nil, log, code on failure.
+-- options of rt:compile, for runtimes of frame_bytes (default 256). nil, log, code on failure.
 M.compile_cubin = core.compile_cubin
 
 --- Lua coroutines that await device futures: mw.async(fn, ...), mw.run([timeout]), mw.poll().
