@@ -346,6 +346,18 @@ describe("bad compile options #sim", function()
     assert.is_nil(cubin)
     assert.equals("EINVAL", code)
     assert.truthy(msg and msg:find('MOONWARP_BUILD must be "parts", "one_unit" or "tiered", got "fast"', 1, true), msg)
+    for _, row in ipairs {
+      { "MOONWARP_GRIDS", "yes", 'MOONWARP_GRIDS must be 0 or 1, got "yes"' },
+      { "MOONWARP_CUDADEVRT", "/nonexistent/libcudadevrt.a", 'MOONWARP_CUDADEVRT names no readable file' },
+    } do
+      old = os.getenv(row[1])
+      support.setenv(row[1], row[2])
+      cubin, msg, code = mw.compile_cubin(SRC)
+      support.setenv(row[1], old)
+      assert.is_nil(cubin)
+      assert.equals("EINVAL", code)
+      assert.truthy(msg and msg:find(row[3], 1, true), msg)
+    end
   end)
 
   it("leave the runtime as it was", function()

@@ -469,6 +469,43 @@ static int check_desc(const mw_runtime_desc *d) {
   return frame_bytes_ok(d->frame_bytes);
 }
 
+/* The variables of the grids launched from the device (protocol.h, Block tasks, "As a grid"):
+ * $MOONWARP_GRIDS (grids_wanted) 0 or 1, $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
+ * $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt) a readable file; MW_EINVAL, saying so, for
+ * anything else, as mw_runtime_create and mw_compile_cubin both check. */
+static int grid_env_ok(void) {
+  /* $MOONWARP_GRIDS (cuda, grids_wanted): 0 launches no block task as a grid, 1 as it may */
+  const char *grids = getenv("MOONWARP_GRIDS");
+  if (grids && *grids && strcmp(grids, "0") && strcmp(grids, "1")) {
+    mw__set_error("MOONWARP_GRIDS must be 0 or 1, got \"%.40s\"", grids);
+    return MW_EINVAL;
+  }
+  /* $MOONWARP_GRID_MIN (cuda, backend_cuda.c): the unclaimed instances from which a block task
+   * runs as a grid, a whole number (0: never) */
+  const char *grid_min = getenv("MOONWARP_GRID_MIN");
+  if (grid_min && *grid_min) {
+    char *end = NULL;
+    long long v = strtoll(grid_min, &end, 10);
+    if (grid_min[0] < '0' || grid_min[0] > '9' || *end || v > 0xffffffffll) {
+      mw__set_error("MOONWARP_GRID_MIN must be a whole number of instances (0: never a grid), got \"%.40s\"",
+                    grid_min);
+      return MW_EINVAL;
+    }
+  }
+  /* $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt): the device runtime library, a file */
+  const char *devrt = getenv("MOONWARP_CUDADEVRT");
+  if (devrt && *devrt) {
+    FILE *f = fopen(devrt, "rb");
+    if (!f) {
+      mw__set_error("MOONWARP_CUDADEVRT names no readable file (the CUDA device runtime library, "
+                    "libcudadevrt.a): \"%.200s\"", devrt);
+      return MW_EINVAL;
+    }
+    fclose(f);
+  }
+  return 0;
+}
+
 /* $MOONWARP_BUILD in *out: NULL when unset or empty, else "parts", "one_unit" or "tiered";
  * MW_EINVAL, saying so, for anything else. */
 static int build_of_env(const char **out) {
@@ -507,35 +544,7 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     mw__set_error("MOONWARP_ONE_UNIT_LINKED must be 0 or 1, got \"%.40s\"", linked);
     return MW_EINVAL;
   }
-  /* $MOONWARP_GRIDS (cuda, grids_wanted): 0 launches no block task as a grid, 1 as it may */
-  const char *grids = getenv("MOONWARP_GRIDS");
-  if (grids && *grids && strcmp(grids, "0") && strcmp(grids, "1")) {
-    mw__set_error("MOONWARP_GRIDS must be 0 or 1, got \"%.40s\"", grids);
-    return MW_EINVAL;
-  }
-  /* $MOONWARP_GRID_MIN (cuda, backend_cuda.c): the unclaimed instances from which a block task
-   * runs as a grid, a whole number (0: never) */
-  const char *grid_min = getenv("MOONWARP_GRID_MIN");
-  if (grid_min && *grid_min) {
-    char *end = NULL;
-    long long v = strtoll(grid_min, &end, 10);
-    if (grid_min[0] < '0' || grid_min[0] > '9' || *end || v > 0xffffffffll) {
-      mw__set_error("MOONWARP_GRID_MIN must be a whole number of instances (0: never a grid), got \"%.40s\"",
-                    grid_min);
-      return MW_EINVAL;
-    }
-  }
-  /* $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt): the device runtime library, a file */
-  const char *devrt = getenv("MOONWARP_CUDADEVRT");
-  if (devrt && *devrt) {
-    FILE *f = fopen(devrt, "rb");
-    if (!f) {
-      mw__set_error("MOONWARP_CUDADEVRT names no readable file (the CUDA device runtime library, "
-                    "libcudadevrt.a): \"%.200s\"", devrt);
-      return MW_EINVAL;
-    }
-    fclose(f);
-  }
+  if (grid_env_ok()) return MW_EINVAL;
   /* $MOONWARP_CARVEOUT (cuda, backend_cuda.c): a percent, or -1 for the driver's choice */
   const char *carve = getenv("MOONWARP_CARVEOUT");
   if (carve && *carve) {
@@ -2260,7 +2269,7 @@ MW_API int mw_compile_cubin_desc(const char *source, const mw_compile_desc *desc
   MW_NOT_NULL(source, "mw_compile_cubin");
   /* $MOONWARP_BUILD=one_unit: the image as a cuda runtime builds it by default (below) */
   const char *build = NULL;
-  if (build_of_env(&build)) return MW_EINVAL;
+  if (build_of_env(&build) || grid_env_ok()) return MW_EINVAL;
   if (frame_bytes_ok(desc ? desc->frame_bytes : 0)) return MW_EINVAL;
   const char *arch = desc ? desc->arch : NULL;
   int sm = 90;
