@@ -156,6 +156,7 @@ int mwl_interrupts(lua_State *L);   /* core._interrupts(mode) */
 int mwl_interrupted(lua_State *L);  /* core._interrupted() */
 int mwl_interruptible_call(lua_State *L); /* core._interruptible(fn, ...) */
 int mwl_nap_lua(lua_State *L);      /* core._nap(waited_s [, most_s]) */
+void mwl_interrupt_hold(lua_State *L); /* the state holds the wait handler until it closes (luaopen) */
 const volatile int *mwl_interrupt_flag(void); /* set while a Ctrl-C is not taken (the runtimes' flag) */
 /* A wait's scope: Ctrl-C is caught between enter and leave (interrupt.c says how). Nothing may
  * raise a Lua error between the two: leave first, then mwl_interrupt_check. */

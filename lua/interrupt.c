@@ -3,16 +3,22 @@
  * typed and stops the Lua code a line runs.
  *
  * Waits. A wait in the binding is a scope (mwl_wait_enter / mwl_wait_leave, nested scopes count
- * once). The outermost scope installs a handler that sets a flag, and puts back the disposition
- * it found when it ends: outside waits Ctrl-C does what it did before (in a script luajit runs,
- * luajit's own handler raises "interrupted!" at the next Lua instruction, which a wait in C
- * never reaches; without one the process ends), and a script that ignores SIGINT (SIG_IGN) is
- * left alone. The flag is the runtimes' interrupt flag
- * (mw_runtime_set_interrupt): the core's wait returns MW_EINTR before its next nap, at once since
- * the signal cuts the nap short; the binding then raises "interrupted" after its scope ended. The
- * future stays valid (the task runs on; f:cancel() stops it) and can be awaited again. A second
- * Ctrl-C while the first is not taken (Lua code that mw.run resumed runs on without waiting)
- * ends the process, as it would without moonwarp.
+ * once). The outermost scope makes sure this file's wait handler is the one installed (one
+ * sigaction call that reads the disposition; a second that installs the handler only when another
+ * took its place) and marks the thread as waiting; the leave only clears the mark, so a round
+ * trip from Lua costs one system call, not three. The handler stays installed between waits and
+ * there does what the disposition it replaced would do: it calls that handler (in a script
+ * luajit runs, luajit's own, which raises "interrupted!" at the next Lua instruction, a point a
+ * wait in C never reaches, and leaves the default behind) or, for the default, ends the process;
+ * a script that ignores SIGINT (SIG_IGN) is left alone. It takes the replaced disposition's
+ * flags (SA_RESTART as before outside waits; the waits' naps are never restarted). When the last
+ * Lua state that loaded this code closes, the replaced disposition is put back, so no handler is
+ * left pointing into unloaded code. In a wait the handler sets a flag, the runtimes' interrupt
+ * flag (mw_runtime_set_interrupt): the core's wait returns MW_EINTR before its next nap, at once
+ * since the signal cuts the nap short; the binding then raises "interrupted" after its scope
+ * ended. The future stays valid (the task runs on; f:cancel() stops it) and can be awaited
+ * again. A second Ctrl-C while the first is not taken (Lua code that mw.run resumed runs on
+ * without waiting) ends the process, as it would without moonwarp.
  *
  * REPL modes (core._interrupts(mode), from the main thread):
  *   "off"   the handler that was there before is back; only the waits' scopes catch SIGINT
@@ -23,7 +29,7 @@
  *           JIT runs no hooks (the REPL runs the lines typed with the JIT off for that reason);
  *           a second Ctrl-C while the first is not taken ends the process.
  * While the mode is not "off" the waits' scopes install nothing: the REPL's handler is there. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* SA_ONSTACK besides POSIX 2008 */
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -40,7 +46,9 @@ static volatile sig_atomic_t mode = MODE_OFF;
 static volatile sig_atomic_t wait_caught; /* a wait's scope installed the handler */
 static lua_State *main_L;           /* where the hook goes: the main thread of the state */
 static struct sigaction previous;   /* the handler before "idle"/"eval" */
-static struct sigaction wait_previous; /* the default disposition a wait's scope replaced */
+static struct sigaction chained;    /* the disposition the wait handler replaced: run outside waits */
+static volatile sig_atomic_t in_wait; /* between the outermost wait scope's enter and leave */
+static int holders;                 /* Lua states that loaded this code (mwl_interrupt_hold) */
 static int wait_depth;              /* nested wait scopes */
 static pthread_t main_thread;       /* the thread that runs Lua and waits */
 
@@ -76,6 +84,33 @@ static void unhook(void) {
   if (main_L != NULL && lua_gethook(main_L) == hook) lua_sethook(main_L, NULL, 0, 0);
 }
 
+/* Outside waits: what the disposition the wait handler replaced would have done. */
+static void chain(int sig, siginfo_t *info, void *ctx) {
+  struct sigaction c = chained;
+  if (c.sa_flags & SA_RESETHAND) signal(sig, SIG_DFL); /* a one-shot handler, as the kernel would */
+  if (c.sa_flags & SA_SIGINFO) {
+    c.sa_sigaction(sig, info, ctx);
+  } else if (c.sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when this handler returns: the process ends */
+  } else if (c.sa_handler != SIG_IGN) {
+    c.sa_handler(sig);
+  }
+}
+
+/* The wait handler (mwl_wait_enter installs it, it stays between waits). */
+static void on_sigint_wait(int sig, siginfo_t *info, void *ctx) {
+  if (mode == MODE_OFF && !in_wait) {
+    chain(sig, info, ctx);
+    return;
+  }
+  on_sigint(sig);
+}
+
+static int is_wait_handler(const struct sigaction *sa) {
+  return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_sigint_wait;
+}
+
 static int catch_sigint(struct sigaction *was) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -91,17 +126,59 @@ void mwl_wait_enter(void) {
   struct sigaction cur;
   if (wait_depth++ > 0 || mode != MODE_OFF) return;
   if (sigaction(SIGINT, NULL, &cur) != 0) return;
-  if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* ignored: it stays so */
+  if (!is_wait_handler(&cur)) {
+    struct sigaction sa;
+    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* ignored: it stays so */
+    if (holders == 0) return; /* no state holds this code: nothing would put the disposition back */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigint_wait;
+    sa.sa_mask = cur.sa_mask;
+    sa.sa_flags = SA_SIGINFO | (cur.sa_flags & (SA_RESTART | SA_ONSTACK));
+    chained = cur; /* before the handler that reads it is installed */
+    if (sigaction(SIGINT, &sa, NULL) != 0) return;
+  }
   main_thread = pthread_self();
   pending = 0;
-  if (catch_sigint(&wait_previous) == 0) wait_caught = 1;
+  in_wait = 1;
+  wait_caught = 1;
 }
 
 void mwl_wait_leave(void) {
   if (wait_depth > 0) --wait_depth;
   if (wait_depth > 0 || !wait_caught) return;
   wait_caught = 0;
-  sigaction(SIGINT, &wait_previous, NULL);
+  in_wait = 0; /* the handler stays: outside waits it does what the replaced disposition did */
+}
+
+/* The anchor's __gc: the last state that held this code puts back what the handlers replaced. */
+static int interrupt_release(lua_State *L) {
+  struct sigaction cur;
+  (void)L;
+  if (holders > 0 && --holders > 0) return 0;
+  if (mode != MODE_OFF) { /* a REPL that did not switch back */
+    mode = MODE_OFF;
+    main_L = NULL;
+    sigaction(SIGINT, &previous, NULL);
+  }
+  if (sigaction(SIGINT, NULL, &cur) == 0 && is_wait_handler(&cur)) sigaction(SIGINT, &chained, NULL);
+  return 0;
+}
+
+void mwl_interrupt_hold(lua_State *L) {
+  static const char key = 0; /* the registry's key: this variable's address */
+  lua_pushlightuserdata(L, (void *)&key);
+  lua_rawget(L, LUA_REGISTRYINDEX);
+  int held = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (held) return;
+  lua_pushlightuserdata(L, (void *)&key);
+  lua_newuserdata(L, 1);
+  lua_newtable(L);
+  lua_pushcfunction(L, interrupt_release);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawset(L, LUA_REGISTRYINDEX);
+  ++holders;
 }
 
 void mwl_interrupt_check(lua_State *L) {

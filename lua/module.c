@@ -187,6 +187,7 @@ __attribute__((visibility("default"))) int luaopen_moonwarp_core(lua_State *L) {
   mwl_program_init(L);
   mwl_buffer_init(L);
   mwl_future_init(L);
+  mwl_interrupt_hold(L);
   lua_newtable(L);
   luaL_register(L, NULL, functions);
   lua_pushstring(L, mw_version());

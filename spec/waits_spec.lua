@@ -242,3 +242,99 @@ describe("Ctrl-C in a plain script #sim", function()
     os.execute("rm -rf " .. support.shell_quote(dir))
   end)
 end)
+
+-- The wait handler stays between waits (one sigaction call a wait instead of three): outside
+-- waits it must do what the disposition it replaced did, leave an ignored SIGINT alone, and be
+-- gone when the Lua state that loaded it closes. Each case runs in a luajit of its own; the
+-- struct is glibc's on Linux (the layout this module is built for).
+local SIGACTION = [[
+local ffi = require "ffi"
+ffi.cdef [=[
+typedef struct { unsigned long val[16]; } mwt_sigset;
+typedef struct { void *handler; mwt_sigset mask; int flags; void *restorer; } mwt_sigaction;
+int sigaction(int, const mwt_sigaction *, mwt_sigaction *);
+int raise(int);
+void *luaL_newstate(void); void luaL_openlibs(void *); int luaL_loadstring(void *, const char *);
+int lua_pcall(void *, int, int, int); void lua_close(void *); const char *lua_tolstring(void *, int, size_t *);
+]=]
+local SA_SIGINFO, SA_RESTART = 4, 0x10000000
+local function disposition() local a = ffi.new("mwt_sigaction") assert(ffi.C.sigaction(2, nil, a) == 0) return a end
+local function set(handler, flags)
+  local a = ffi.new("mwt_sigaction")
+  a.handler = ffi.cast("void *", handler)
+  a.flags = flags or 0
+  assert(ffi.C.sigaction(2, a, nil) == 0)
+end
+local function one_wait()
+  local mw = require "moonwarp"
+  local rt = assert(mw.runtime { backend = "sim" })
+  assert(rt:compile("task int nop() { return 1; }").nop():await() == 1)
+  rt:close()
+end
+]]
+
+describe("the wait handler between waits #sim", function()
+  local function child(body)
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write(SIGACTION, body)
+    f:close()
+    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " luajit " .. support.shell_quote(script))
+    os.remove(script)
+    return status, out
+  end
+
+  it("takes the default's place after a wait and ends the process on SIGINT, as the default does", function()
+    local status, out = child [[
+set(nil) -- SIG_DFL
+one_wait()
+local d = disposition()
+io.write("installed ", tostring(d.handler ~= nil and bit.band(d.flags, SA_SIGINFO) ~= 0), "\n") io.flush()
+ffi.C.raise(2)
+io.write("still here\n")
+]]
+    assert.truthy(out:find("installed true\n", 1, true), out)
+    assert.is_nil(out:find("still here", 1, true), out)
+    assert.equals(130, status, out) -- the shell's status of a process ended by SIGINT
+  end)
+
+  it("leaves an ignored SIGINT ignored", function()
+    local status, out = child [[
+set(ffi.cast("void *", 1)) -- SIG_IGN
+one_wait()
+io.write("ignored ", tostring(disposition().handler == ffi.cast("void *", 1)), "\n")
+ffi.C.raise(2)
+io.write("still here\n")
+]]
+    assert.equals(0, status, out)
+    assert.truthy(out:find("ignored true\nstill here\n", 1, true), out)
+  end)
+
+  it("keeps the replaced handler's SA_RESTART, and puts that handler back when the state that loaded it closes", function()
+    local status, out = child [=[
+local cb = ffi.cast("void (*)(int)", function() end) -- never called: no SIGINT is sent
+set(cb, SA_RESTART)
+local L2 = ffi.C.luaL_newstate()
+ffi.C.luaL_openlibs(L2)
+assert(ffi.C.luaL_loadstring(L2, [[
+local mw = require "moonwarp"
+local rt = assert(mw.runtime { backend = "sim" })
+assert(rt:compile("task int nop() { return 1; }").nop():await() == 1)
+rt:close()
+]]) == 0)
+local rc = ffi.C.lua_pcall(L2, 0, 0, 0)
+assert(rc == 0, rc ~= 0 and ffi.string(ffi.C.lua_tolstring(L2, -1, nil)))
+local d = disposition()
+io.write("while open: ", tostring(d.handler ~= ffi.cast("void *", cb)), " ",
+  tostring(bit.band(d.flags, SA_SIGINFO) ~= 0), " ", tostring(bit.band(d.flags, SA_RESTART) ~= 0), "\n")
+ffi.C.lua_close(L2)
+d = disposition()
+io.write("after close: ", tostring(d.handler == ffi.cast("void *", cb)), " ",
+  tostring(bit.band(d.flags, SA_SIGINFO) == 0), "\n")
+]=]
+    assert.equals(0, status, out)
+    assert.truthy(out:find("while open: true true true\n", 1, true), out)
+    assert.truthy(out:find("after close: true true\n", 1, true), out)
+  end)
+end)
