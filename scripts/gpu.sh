@@ -35,6 +35,9 @@
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
+#   blockfault bench/block_fault.lua in each of its modes (the suite's runtime, and each of its two
+#              differences from bench/blocks.lua alone) and with MOONWARP_GRIDS=0; then
+#              compute-sanitizer memcheck on the first mode that fails (bench/NOTES.md, v66)
 #   blocks     bench/blocks.lua (the block-task matmul and softmax) at each worker count of
 #              $BLOCK_WORKERS (default "528 1056 2112": one, two and four worker CTAs an SM on 132
 #              SMs), for each of $BLOCK_GRIDS (default "1 0": MOONWARP_GRIDS, bulk block tasks
@@ -79,7 +82,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60 [blocks]=60)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60 [blocks]=60 [blockfault]=120)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -382,6 +385,20 @@ if want fastc; then
     MOONWARP_BUILD=one_unit MOONWARP_FAST_COMPILE=$f timeout 100 luajit bench/core.lua cuda 2>&1 |
       sed "s/^/one unit, fast $f: /" | tee -a "$out/fastc.txt"
   done
+fi
+if want blockfault; then
+  step "the block tasks' fault in the suite's runtime"
+  first=
+  for m in plain f512 tasks512; do
+    timeout 90 luajit bench/block_fault.lua cuda $m 2>&1 | tee -a "$out/blockfault.txt"
+    [ "${PIPESTATUS[0]}" != 0 ] && [ -z "$first" ] && first=$m
+  done
+  MOONWARP_GRIDS=0 timeout 90 luajit bench/block_fault.lua cuda tasks512 2>&1 | sed 's/^/MOONWARP_GRIDS=0: /' | tee -a "$out/blockfault.txt"
+  if [ -n "$first" ]; then
+    timeout 200 compute-sanitizer --tool memcheck --target-processes all --print-limit 5 \
+      luajit bench/block_fault.lua cuda $first >"$out/blockfault-memcheck.txt" 2>&1
+    grep -E -A14 "Invalid|ERROR SUMMARY|Out-of-range|stack" "$out/blockfault-memcheck.txt" | head -60
+  fi
 fi
 if want soak; then
   step soak

@@ -158,3 +158,22 @@ describe("bench/blocks.lua #sim", function()
     end
   end)
 end)
+
+describe("bench/block_fault.lua #sim", function()
+  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  it("runs the block tasks in the suite's runtime and in each of its differences, and says so", function()
+    for _, m in ipairs { "plain", "f512", "tasks512" } do
+      local status, out = support.run(env .. "luajit bench/block_fault.lua sim " .. m)
+      assert.equals(0, status, out)
+      assert.truthy(out:find("sim, " .. m .. ": ran, 0 grids launched from the device", 1, true), out)
+      assert.truthy(out:find("matmul 128 x 128", 1, true), out)
+    end
+  end)
+
+  it("refuses an unknown mode", function()
+    local status, out = support.run(env .. "luajit bench/block_fault.lua sim other")
+    assert.are_not.equals(0, status, out)
+    assert.truthy(out:find("mode: plain, f512 or tasks512", 1, true), out)
+  end)
+end)
