@@ -674,6 +674,15 @@ static void put_block_body(mw__sb *b, const place *at, const mw__task *t) {
                 "  [[maybe_unused]] mw_shared_%s &_mw_sh = *reinterpret_cast<mw_shared_%s *>(mw_block_smem(_c));\n",
                 t->name, t->name, t->name, t->name);
   for_kept_names(b, t, put_copy_in);
+  /* a pointer parameter is a device buffer: in global memory (or null, which isspacep.global
+   * holds for too). Said to the compiler, which then loads through it with global loads that
+   * need not wait for the body's stores to __shared__ memory (a generic pointer might point
+   * there: the executor's unit lets generic pointers to shared memory escape, so it cannot
+   * tell by itself); a tile's loads are issued together, as in a kernel (bench/NOTES.md) */
+  mw__sb_puts(b, "#ifndef MW_SIM\n");
+  for (int k = 0; k < t->nparams; ++k)
+    if (t->params[k].type == MW_T_PTR) mw__sb_printf(b, "  __builtin_assume(__isGlobal(%s));\n", t->params[k].name);
+  mw__sb_puts(b, "#endif\n");
   put_block_text(b, at, t);
   mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
@@ -1025,7 +1034,7 @@ static void put_grids(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw_
     for (int k = 0; k < progs[i]->ntasks; ++k)
       if (progs[i]->tasks[k].block)
         mw__sb_printf(b,
-                      "extern \"C\" __global__ void __launch_bounds__(MW_CTA_WARPS * 32) mw_grid_%u(mw_state *st, "
+                      "extern \"C\" __global__ void __launch_bounds__(MW_CTA_WARPS * 32, 4) mw_grid_%u(mw_state *st, "
                       "mw_u32 f, mw_u32 first) {\n  mw_grid_run<mw_%s::mw_frame_%s>(st, f, first, %uu);\n}\n",
                       progs[i]->tasks[k].kind, at.tag, progs[i]->tasks[k].name, progs[i]->tasks[0].kind);
   }
