@@ -70,7 +70,7 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
 /* Level lv (0, or a nested root above a waiting level) from record r of this CTA, claimed by
  * this warp: a spawn runs from its arguments (its reserved frame kept for a suspension); a
  * runnable task from its frame. Its frame goes at byte off of the lane stacks. Collective. */
-__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off, bool own);
 __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
   mw_u32 spawn = 0, f = 0, kind = 0;
   if (c->lane == 0) {
@@ -103,7 +103,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       MW_FENCE_CTA();
       mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
     }
-    mw_root_from_frame(c, f, lv, off);
+    mw_root_from_frame(c, f, lv, off, false);
     return;
   }
   kind = mw_bcast(kind);
@@ -117,13 +117,14 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
 }
 
 /* Level lv from frame f (a plain task from the global queue or the inbox, or a woken one). A
- * frame that resumes after a suspension stops if a canceller woke it or asked. Collective. */
-__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
+ * frame that resumes after a suspension stops if a canceller woke it or asked. own: this warp
+ * wrote the frame itself (its take of the inbox), so no hand-over needs a fence. Collective. */
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off, bool own) {
   MW_PROBE(MW_PR_ROOT);
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = 0;
   if (c->lane == 0) {
-    MW_FENCE(); /* the frame after the hand-over that brought it here */
+    if (!own) MW_FENCE(); /* the frame after the hand-over that brought it here */
     kind = fh->kind;
     mw_level *L = &MW_WS(c)->lv[lv];
     L->fut = fh->fut;
@@ -150,12 +151,12 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
   __syncwarp();
 }
 
-/* Whether frame f is a bulk task or a block task: its MW_FR_BULK and MW_FR_BLOCK flags.
- * Collective. */
-__device__ mw_u32 mw_frame_class(mw_ctx *c, mw_u32 f) {
+/* Whether frame f is a bulk task or a block task: its MW_FR_BULK and MW_FR_BLOCK flags (own: as
+ * in mw_root_from_frame). Collective. */
+__device__ mw_u32 mw_frame_class(mw_ctx *c, mw_u32 f, bool own) {
   mw_u32 b = 0;
   if (c->lane == 0) {
-    MW_FENCE(); /* the frame after the hand-over that brought it here */
+    if (!own) MW_FENCE(); /* the frame after the hand-over that brought it here */
     b = mw_frame(c, f)->flags & (MW_FR_BULK | MW_FR_BLOCK);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
@@ -984,8 +985,9 @@ __device__ __noinline__ void mw_block_arrive(mw_ctx *c) {
   if (host != MW_NONE) mw_block_run(c, host, false);
 }
 
-/* Runs a task taken by the loop: a record, or a frame (plain, bulk or block). Collective. */
-__device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
+/* Runs a task taken by the loop: a record, or a frame (plain, bulk or block; own: one this warp
+ * made from the inbox just now, protocol.h "Own frames"). Collective. */
+__device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f, bool own) {
   c->yield = 0;
   c->nest = 0;
   if (c->lane == 0 && mw_counts_dirty(c, MW_WS(c))) mw_flush_counts(c); /* what ran before, for the host */
@@ -1004,10 +1006,10 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f) {
     }
     mw_root_from_rec(c, rec, 0, 0);
   } else {
-    const mw_u32 cls = mw_frame_class(c, f);
+    const mw_u32 cls = mw_frame_class(c, f, own);
     if (cls & MW_FR_BLOCK) return mw_run_block(c, f);
     if (cls & MW_FR_BULK) return mw_run_bulk(c, f);
-    mw_root_from_frame(c, f, 0, 0);
+    mw_root_from_frame(c, f, 0, 0, own);
   }
   mw_run_chain(c);
 }
@@ -1185,10 +1187,12 @@ __device__ void mw_executor(mw_state *st) {
     mw_u32 f = MW_NONE;
     /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
     if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
+    bool own = f != MW_NONE; /* a frame this warp wrote from the inbox itself */
     if (f == MW_NONE && (general || mw_own_ready(&c))) f = mw_next(&c, &rec);
     if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
-      if (f != MW_NONE && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
+      own = f != MW_NONE;
+      if (own && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
     }
     if (f == MW_NONE && !rec) f = mw_bcast(c.lane == 0 ? mw_board_join(&c) : MW_NONE); /* a bulk task's reference */
     if (f == MW_NONE && !rec) {
@@ -1215,7 +1219,7 @@ __device__ void mw_executor(mw_state *st) {
     idle = 0;
     nap = 32;
     if (c.lane == 0 && (++tasks & 4095) == 0) st->ctl->heartbeat = MW_GLOBALTIMER();
-    mw_run_task(&c, rec, f);
+    mw_run_task(&c, rec, f, own);
   }
 #if defined(MW_PROBES) && !defined(MW_SIM)
   if (c.lane == 0) {

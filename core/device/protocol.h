@@ -329,6 +329,11 @@ typedef struct mw_frame_hdr {
  *   inbox_free. Cells are freed in any order across takes: the host checks each cell's own word.
  *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
  *   the cancel requests among them, so a request never overtakes the spawn it names.
+ *   Own frames: the one spawn a take keeps to run on its warp was written whole by that warp's
+ *   lanes (header, arguments, the payload's zeroes) after the frame came out of its cache, and
+ *   the warp's __syncwarp orders those stores before its lane 0 reads them back; no other warp
+ *   has seen the frame. So starting it takes no fence (a frame from the global queue does: the
+ *   pusher's fence pairs with it); the cancel check reads the slot's ctl as for any frame.
  * Data words (d[k] is the low half of word k): d[0..23] the task's parameter struct (96 bytes,
  * laid out by the generator; zeroes past its size), d[24] kind, d[25] flags, d[26..27] fut (low,
  * high), d[28] bulk_n, d[29..31] zero.
