@@ -216,12 +216,12 @@ end
 local workers = rt:stats().workers
 -- a failure there (a device fault ends the runtime) costs their rows only: it is printed, and the
 -- rows measured before and the baselines still make the table
-local ok, rows = pcall(assert(loadfile(here .. "/blocks.lua"))("--module").measure, rt, small)
-if ok then
-  for _, r in ipairs(rows) do row(r[1], r[2], r[3], r[4], r[5]) end
+local blocks_ok, block_rows = pcall(assert(loadfile(here .. "/blocks.lua"))("--module").measure, rt, small)
+if blocks_ok then
+  for _, r in ipairs(block_rows) do row(r[1], r[2], r[3], r[4], r[5]) end
 else
-  io.stderr:write("block tasks: not measured: ", tostring(rows), "\n")
-  print("block tasks: not measured: " .. tostring(rows))
+  io.stderr:write("block tasks: not measured: ", tostring(block_rows), "\n")
+  print("block tasks: not measured: " .. tostring(block_rows))
 end
 pcall(rt.close, rt)
 
