@@ -43,11 +43,10 @@ _Static_assert(sizeof(sig_atomic_t) == sizeof(int), "the core reads the flag as 
 
 static volatile sig_atomic_t pending; /* a SIGINT not yet taken */
 static volatile sig_atomic_t mode = MODE_OFF;
-static volatile sig_atomic_t wait_caught; /* a wait's scope installed the handler */
+static volatile sig_atomic_t wait_caught; /* a wait's scope is open, its handler installed */
 static lua_State *main_L;           /* where the hook goes: the main thread of the state */
 static struct sigaction previous;   /* the handler before "idle"/"eval" */
 static struct sigaction chained;    /* the disposition the wait handler replaced: run outside waits */
-static volatile sig_atomic_t in_wait; /* between the outermost wait scope's enter and leave */
 static int holders;                 /* Lua states that loaded this code (mwl_interrupt_hold) */
 static int wait_depth;              /* nested wait scopes */
 static pthread_t main_thread;       /* the thread that runs Lua and waits */
@@ -100,7 +99,7 @@ static void chain(int sig, siginfo_t *info, void *ctx) {
 
 /* The wait handler (mwl_wait_enter installs it, it stays between waits). */
 static void on_sigint_wait(int sig, siginfo_t *info, void *ctx) {
-  if (mode == MODE_OFF && !in_wait) {
+  if (mode == MODE_OFF && !wait_caught) {
     chain(sig, info, ctx);
     return;
   }
@@ -139,15 +138,13 @@ void mwl_wait_enter(void) {
   }
   main_thread = pthread_self();
   pending = 0;
-  in_wait = 1;
   wait_caught = 1;
 }
 
 void mwl_wait_leave(void) {
   if (wait_depth > 0) --wait_depth;
   if (wait_depth > 0 || !wait_caught) return;
-  wait_caught = 0;
-  in_wait = 0; /* the handler stays: outside waits it does what the replaced disposition did */
+  wait_caught = 0; /* the handler stays: outside waits it does what the replaced disposition did */
 }
 
 /* The anchor's __gc: the last state that held this code puts back what the handlers replaced. */
