@@ -220,10 +220,9 @@ local blocks_ok, block_rows = pcall(assert(loadfile(here .. "/blocks.lua"))("--m
 if blocks_ok then
   for _, r in ipairs(block_rows) do row(r[1], r[2], r[3], r[4], r[5]) end
 else
-  io.stderr:write("block tasks: not measured: ", tostring(block_rows), "\n")
   print("block tasks: not measured: " .. tostring(block_rows))
 end
-pcall(rt.close, rt)
+if blocks_ok then rt:close() else pcall(rt.close, rt) end -- a runtime that faulted may refuse
 
 -- baselines, measured by bench/baselines in this same run where it was built
 local baseline, baseline_order = {}, {}
