@@ -394,6 +394,7 @@ if want blockfault; then
     [ "${PIPESTATUS[0]}" != 0 ] && [ -z "$first" ] && first=$m
   done
   MOONWARP_GRIDS=0 timeout 90 luajit bench/block_fault.lua cuda tasks512 2>&1 | sed 's/^/MOONWARP_GRIDS=0: /' | tee -a "$out/blockfault.txt"
+  timeout 90 luajit bench/block_fault.lua cuda tasks512 262144 2>&1 | tee -a "$out/blockfault.txt"
   if [ -n "$first" ]; then
     timeout 200 compute-sanitizer --tool memcheck --target-processes all --print-limit 5 \
       luajit bench/block_fault.lua cuda $first >"$out/blockfault-memcheck.txt" 2>&1
