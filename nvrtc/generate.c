@@ -669,7 +669,7 @@ static void put_block_body(mw__sb *b, const place *at, const mw__task *t) {
                 "__device__ mw_frame_%s::_mw_ret_t mw_frame_%s::_mw_body(mw_ctx *_c, mw_u32 _mw_kbase) {\n"
                 "  const unsigned lane = _c->lane;\n  const unsigned index = _c->index;\n"
                 "  const unsigned warp = _c->cw;\n  const unsigned thread = warp * 32u + lane;\n"
-                "  const unsigned nthreads = MW_CTA_WARPS * 32u;\n"
+                "  constexpr int nthreads = MW_CTA_WARPS * 32; /* int: a loop stepping by it has a known trip count */\n"
                 "  (void)lane;\n  (void)index;\n  (void)warp;\n  (void)thread;\n  (void)nthreads;\n  (void)_mw_kbase;\n"
                 "  [[maybe_unused]] mw_shared_%s &_mw_sh = *reinterpret_cast<mw_shared_%s *>(mw_block_smem(_c));\n",
                 t->name, t->name, t->name, t->name);
