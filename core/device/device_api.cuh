@@ -1233,6 +1233,7 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   bool priv = !root && !(L->flags & MW_LV_PUBLIC) && L->epoch == ws->epoch && s >= c->host_slots;
   /* counted, children and frame let go before the completion, which adds the counters to the
    * rows for whoever waits */
+  MW_PROBE(MW_PR_FIN_LET_GO); /* from here to the completion (a scope of its own) */
   mw_count(c, kind, status == MW_ST_OK ? MW_CNT_COMPLETED
                     : status == MW_ST_CANCELLED ? MW_CNT_CANCELLED : MW_CNT_FAILED);
   for (mw_u32 ch = L->children; ch;) {

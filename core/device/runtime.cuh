@@ -103,7 +103,8 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_INSTANCE, MW_PR_FENCE_READY, MW_PR_FENCE_CALL, MW_PR_SLOT_INIT, MW_PR_PRIVATE,
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
-       MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT };
+       MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
+       MW_PR_TAKE_SYS, MW_PR_FIN_LET_GO };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -1042,9 +1043,19 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
     t = mw_add64(&c->st->comp_tail, 1);
   }
   mw_slot_result(sl, status, value, rtype, code, msg, prefix);
-  mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
-  MW_FENCE();         /* the result before CLOSED (pairs with the awaiter's fence after it) */
-  mw_u64 old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+  {
+    MW_PROBE(MW_PR_CS_FLUSH);
+    mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
+  }
+  {
+    MW_PROBE(MW_PR_CS_FENCE);
+    MW_FENCE(); /* the result before CLOSED (pairs with the awaiter's fence after it) */
+  }
+  mw_u64 old;
+  {
+    MW_PROBE(MW_PR_CS_XCHG);
+    old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+  }
   mw_u32 word = (mw_u32)old;
   mw_u64 fut = MW_FUT_MAKE(s, gen);
   if ((mw_u32)(old >> 32) == gen && word != MW_CTL_CLOSED && (word & MW_CTL_WAITER)) {
@@ -1254,6 +1265,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     /* the cells are ours and already read: back to the host (after every lane's loads) */
     __syncwarp();
     if (c->lane == 0) {
+      MW_PROBE(MW_PR_TAKE_SYS);
       __threadfence_system();
       for (mw_u32 j = 0; j < got; ++j) mw_st64(&st->inbox_free[(t + j) & (cap - 1)], t + j + cap);
     }
