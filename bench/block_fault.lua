@@ -6,13 +6,17 @@
 -- frames and bench/tasks.lua compiled and run first, as bench/suite.lua does; route needs the 512
 -- bytes), cold512 (the same, its tasks not run before the block programs: the executor's first
 -- launch has every program), after512 (the block programs first, measured, then bench/tasks.lua
--- compiled and run, then the block programs measured again in the image that has both)
+-- compiled and run, then the block programs measured again in the image that has both), loaded512
+-- (a small block program compiled first, so that the executor's first image is one linked with
+-- the device runtime; then as tasks512), primed512 (the same, and its bulk block task run as a
+-- grid launched from the device before the bench programs)
 local mw = require "moonwarp"
 local backend, mode = arg[1], arg[2] or "tasks512"
 if backend == "auto" then backend = nil end
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "bench"
-local modes = { plain = true, f512 = true, tasks512 = true, cold512 = true, after512 = true }
-assert(modes[mode], "mode: plain, f512, tasks512, cold512 or after512")
+local modes = { plain = true, f512 = true, tasks512 = true, cold512 = true, after512 = true,
+  loaded512 = true, primed512 = true }
+assert(modes[mode], "mode: plain, f512, tasks512, cold512, after512, loaded512 or primed512")
 local stack = tonumber(arg[3]) -- each thread's stack budget beyond the kernel's own (default: 16 KiB)
 local rt = assert(mw.runtime { backend = backend, frame_bytes = mode ~= "plain" and 512 or nil,
   stack_bytes = stack })
@@ -20,7 +24,21 @@ local function tasks(run)
   local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
   if run then assert(prog.nop():await() == 1) end
 end
-if mode == "tasks512" or mode == "cold512" then tasks(mode == "tasks512") end
+if mode == "loaded512" or mode == "primed512" then
+  local small = assert(rt:compile([[
+task block void mark(int *out) { if (thread == 0) out[index] = (int)index + 1; }
+]], "bench/block_fault.lua"))
+  if mode == "primed512" then
+    local n = 4096
+    local out = rt:buffer("int", n)
+    assert(small.mark:bulk(n, out):await(60) == nil)
+    local got = out:read()
+    for i = 1, n do assert(got[i] == i, "mark " .. i) end
+    local st = rt:stats()
+    print(("primed: %d grids launched from the device"):format(st.grids))
+  end
+end
+if mode ~= "plain" and mode ~= "f512" and mode ~= "after512" then tasks(mode ~= "cold512") end
 local blocks = assert(loadfile(here .. "/blocks.lua"))("--module")
 local ok, rows = pcall(blocks.measure, rt, rt.backend ~= "cuda")
 local function report(what)

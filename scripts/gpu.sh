@@ -35,7 +35,7 @@
 #              variant ($QUICK_VARIANTS)
 #   fastc      NVRTC's time for the bench programs, cold, per build with and without
 #              MOONWARP_FAST_COMPILE=1; bench/core.lua on the one-unit image both ways
-#   blockfault bench/block_fault.lua in each of its modes (the suite's runtime, and each of its two
+#   blockfault bench/block_fault.lua in each of its modes ($BLOCKFAULT_MODES: which) (the suite's runtime, and each of its two
 #              differences from bench/blocks.lua alone) and with MOONWARP_GRIDS=0; then
 #              compute-sanitizer memcheck on the first mode that fails (bench/NOTES.md, v66)
 #   blocks     bench/blocks.lua (the block-task matmul and softmax) at each worker count of
@@ -389,7 +389,7 @@ fi
 if want blockfault; then
   step "the block tasks' fault in the suite's runtime"
   first=
-  for m in plain f512 tasks512 cold512 after512; do
+  for m in ${BLOCKFAULT_MODES:-plain f512 tasks512 cold512 after512 loaded512 primed512}; do
     timeout 90 luajit bench/block_fault.lua cuda $m 2>&1 | tee -a "$out/blockfault.txt"
     [ "${PIPESTATUS[0]}" != 0 ] && [ -z "$first" ] && first=$m
   done
