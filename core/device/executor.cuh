@@ -1052,8 +1052,15 @@ __device__ void mw_executor(mw_state *st) {
   c.nslots = st->nslots;
   c.host_slots = st->host_slots;
   c.cache_cap = st->cache_cap;
+  c.inbox = st->inbox;
+  c.inbox_free = st->inbox_free;
+  c.comp = st->comp;
+  c.comp_msg = st->comp_msg;
+  c.inbox_cap = st->inbox_cap;
+  c.comp_cap = st->comp_cap;
   c.lane = threadIdx.x & 31u;
   c.wid = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  c.stats = st->stats + (mw_u64)c.wid * MW_STAT_ENTRIES;
   mw_u32 cta = c.wid / MW_CTA_WARPS;
   c.cw = c.wid % MW_CTA_WARPS;
   mw_u32 nw = st->nworkers;
@@ -1109,7 +1116,7 @@ __device__ void mw_executor(mw_state *st) {
   if (c.wid >= nw) return;
   c.gw = &st->workers[c.wid];
   { /* the kinds its device counter entries hold (protocol.h, per-worker rows) */
-    const mw_stat_entry *en = st->stats + (mw_u64)c.wid * MW_STAT_ENTRIES;
+    const mw_stat_entry *en = c.stats;
     for (mw_u32 i = c.lane; i < MW_STAT_ENTRIES; i += 32)
       MW_WS(&c)->row_kind[i] = (mw_u16)mw_ld32(&en[i].kind);
     __syncwarp();

@@ -229,7 +229,7 @@ enum { MW_CNT_SPAWNED = 0, MW_CNT_COMPLETED, MW_CNT_FAILED, MW_CNT_CANCELLED };
  * first if it holds another kind. Lane 0. */
 __device__ __forceinline__ mw_u64 *mw_stat_counts(mw_ctx *c, mw_wstate *ws, mw_u32 k) {
   mw_u32 d = k & (MW_STAT_ENTRIES - 1u);
-  mw_stat_entry *en = c->st->stats + (mw_u64)c->wid * MW_STAT_ENTRIES + d;
+  mw_stat_entry *en = c->stats + d;
   mw_u64 *n = (mw_u64 *)&en->n;
   if (ws->row_kind[d] != k) { /* the kind it held goes to its spill row */
     mw_u64 *spill = (mw_u64 *)&c->st->spill[ws->row_kind[d]];
@@ -1011,14 +1011,13 @@ __device__ __forceinline__ void mw_ll_store(mw_u64 *p, mw_u32 d0, mw_u32 d1, mw_
 __device__ void mw_comp_write(mw_ctx *c, mw_u64 t, mw_u64 fut, mw_u32 status, mw_u64 value,
                               mw_u32 rtype, mw_u32 kind, int code, const char *msg) {
   MW_PROBE(MW_PR_COMP);
-  mw_state *st = c->st;
-  const mw_u64 i = t & (st->comp_cap - 1);
+  const mw_u64 i = t & (c->comp_cap - 1);
   if (status != MW_ST_OK) {
-    volatile char *m = st->comp_msg + i * MW_MSG_BYTES;
+    volatile char *m = c->comp_msg + i * MW_MSG_BYTES;
     for (int k = 0; k < MW_MSG_BYTES; ++k) m[k] = msg[k];
     __threadfence_system(); /* the message before the record that says to read it */
   }
-  mw_u64 *w = st->comp[i].w;
+  mw_u64 *w = c->comp[i].w;
   const mw_u32 fl = MW_LL_FLAG(t);
   mw_ll_store(w + MW_CO_W_FUT, (mw_u32)fut, (mw_u32)(fut >> 32), fl);
   mw_ll_store(w + MW_CO_W_VALUE, (mw_u32)value, (mw_u32)(value >> 32), fl);
@@ -1214,7 +1213,7 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
  * MW_NONE if the inbox is empty or no frame is free. */
 __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
   mw_state *st = c->st;
-  const mw_u32 cap = st->inbox_cap;
+  const mw_u32 cap = c->inbox_cap;
   const mw_u32 part = c->lane & 15u, half = c->lane >> 4; /* load k: cell 2k + half, this part */
   for (int round = 0; round < 16; ++round) {
     mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
@@ -1225,7 +1224,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
 #pragma unroll
     for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
       if (2u * k + half < w)
-        u[k] = mw_ll_load(&st->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
+        u[k] = mw_ll_load(&c->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
     mw_u32 whole = 0; /* cell j is whole: bit j (the same in every lane) */
 #pragma unroll
     for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
@@ -1267,7 +1266,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     if (c->lane == 0) {
       MW_PROBE(MW_PR_TAKE_SYS);
       __threadfence_system();
-      for (mw_u32 j = 0; j < got; ++j) mw_st64(&st->inbox_free[(t + j) & (cap - 1)], t + j + cap);
+      for (mw_u32 j = 0; j < got; ++j) mw_st64(&c->inbox_free[(t + j) & (cap - 1)], t + j + cap);
     }
     /* each part to its cell's frame (the arguments, parts 0..11), and the head words to the
      * cell's own lane (lane j: cell j): kind and flags in part 12, fut in 13, bulk_n in 14 */

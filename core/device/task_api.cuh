@@ -104,6 +104,12 @@ struct mw_ctx {
   mw_u8 *frames;
   mw_u64 *nodes;
   mw_u32 frame_bytes, nslots, host_slots, cache_cap;
+  mw_inbox_cell *inbox; /* the host channel's rings (protocol.h) */
+  mw_u64 *inbox_free;
+  mw_comp_cell *comp;
+  char *comp_msg;
+  mw_u32 inbox_cap, comp_cap;
+  mw_stat_entry *stats; /* this worker's MW_STAT_ENTRIES counter rows */
   /* the worker */
   mw_wstate *ws;  /* its warp's shared state */
   mw_wstate *cta; /* the states of its CTA's warps */
