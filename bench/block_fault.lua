@@ -9,14 +9,15 @@
 -- compiled and run, then the block programs measured again in the image that has both), loaded512
 -- (a small block program compiled first, so that the executor's first image is one linked with
 -- the device runtime; then as tasks512), primed512 (the same, and its bulk block task run as a
--- grid launched from the device before the bench programs)
+-- grid launched from the device before the bench programs), dropped512 (primed512, its block
+-- program then let go of, so that the image the bench programs bring has no device runtime)
 local mw = require "moonwarp"
 local backend, mode = arg[1], arg[2] or "tasks512"
 if backend == "auto" then backend = nil end
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "bench"
 local modes = { plain = true, f512 = true, tasks512 = true, cold512 = true, after512 = true,
-  loaded512 = true, primed512 = true }
-assert(modes[mode], "mode: plain, f512, tasks512, cold512, after512, loaded512 or primed512")
+  loaded512 = true, primed512 = true, dropped512 = true }
+assert(modes[mode], "mode: plain, f512, tasks512, cold512, after512, loaded512, primed512 or dropped512")
 local stack = tonumber(arg[3]) -- each thread's stack budget beyond the kernel's own (default: 16 KiB)
 local rt = assert(mw.runtime { backend = backend, frame_bytes = mode ~= "plain" and 512 or nil,
   stack_bytes = stack })
@@ -24,11 +25,11 @@ local function tasks(run)
   local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
   if run then assert(prog.nop():await() == 1) end
 end
-if mode == "loaded512" or mode == "primed512" then
+if mode == "loaded512" or mode == "primed512" or mode == "dropped512" then
   local small = assert(rt:compile([[
 task block void mark(int *out) { if (thread == 0) out[index] = (int)index + 1; }
 ]], "bench/block_fault.lua"))
-  if mode == "primed512" then
+  if mode ~= "loaded512" then
     local n = 4096
     local out = rt:buffer("int", n)
     assert(small.mark:bulk(n, out):await(60) == nil)
@@ -36,6 +37,11 @@ task block void mark(int *out) { if (thread == 0) out[index] = (int)index + 1; }
     for i = 1, n do assert(got[i] == i, "mark " .. i) end
     local st = rt:stats()
     print(("primed: %d grids launched from the device"):format(st.grids))
+  end
+  if mode == "dropped512" then -- let go of: the next compile leaves it out of the image
+    small = nil
+    collectgarbage()
+    collectgarbage()
   end
 end
 if mode ~= "plain" and mode ~= "f512" and mode ~= "after512" then tasks(mode ~= "cold512") end

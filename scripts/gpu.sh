@@ -389,7 +389,7 @@ fi
 if want blockfault; then
   step "the block tasks' fault in the suite's runtime"
   first=
-  for m in ${BLOCKFAULT_MODES:-plain f512 tasks512 cold512 after512 loaded512 primed512}; do
+  for m in ${BLOCKFAULT_MODES:-plain f512 tasks512 cold512 after512 loaded512 primed512 dropped512}; do
     timeout 90 luajit bench/block_fault.lua cuda $m 2>&1 | tee -a "$out/blockfault.txt"
     [ "${PIPESTATUS[0]}" != 0 ] && [ -z "$first" ] && first=$m
   done
