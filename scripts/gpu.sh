@@ -394,7 +394,7 @@ if want blockfault; then
     [ "${PIPESTATUS[0]}" != 0 ] && [ -z "$first" ] && first=$m
   done
   MOONWARP_GRIDS=0 timeout 90 luajit bench/block_fault.lua cuda tasks512 2>&1 | sed 's/^/MOONWARP_GRIDS=0: /' | tee -a "$out/blockfault.txt"
-  if [ -n "$first" ]; then
+  if [ -n "$first" ] && [ "${BLOCKFAULT_MEMCHECK:-1}" != 0 ]; then
     # memcheck knows only the allocations made before a kernel's launch: the executor is
     # relaunched after each buffer (README, MOONWARP_RELAUNCH_AFTER_ALLOC)
     MOONWARP_RELAUNCH_AFTER_ALLOC=1 timeout 200 compute-sanitizer --tool memcheck --target-processes all \
