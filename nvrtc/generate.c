@@ -1048,7 +1048,12 @@ static void put_grids(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw_
                       "cudaStreamFireAndForget>>>(st, f, first); break;\n",
                       progs[i]->tasks[k].kind, progs[i]->tasks[k].kind);
   mw__sb_puts(b, "  default: return false;\n  }\n  return cudaGetLastError() == cudaSuccess;\n}\n"
-                 "extern \"C\" __device__ const mw_u32 mw_grid_image = 1u;\n");
+                 "extern \"C\" __device__ const mw_u32 mw_grid_image = 1u;\n"
+                 /* launched once from the host as the image is loaded, before the executor: a
+                  * launch from the device (backend_cuda.c, cuda_load) */
+                 "__global__ void mw_grid_prime_child() {}\n"
+                 "extern \"C\" __global__ void mw_grid_prime() {\n"
+                 "  mw_grid_prime_child<<<1, 32, 0, cudaStreamFireAndForget>>>();\n}\n");
 }
 
 char *mw__generate(mw__parsed *const *progs, int nprogs, const mw__gen_opts *opts) {

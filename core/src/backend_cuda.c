@@ -276,6 +276,15 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
     size_t bytes = 0;
     grids = mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_grid_image") == MW_CUDA_SUCCESS;
   }
+  /* an image that launches grids from the device makes one such launch before the executor
+   * runs ($MOONWARP_GRID_PRIME=0: not; bench/NOTES.md, v67) */
+  const char *prime = getenv("MOONWARP_GRID_PRIME");
+  if (r == MW_CUDA_SUCCESS && grids && !(prime && !strcmp(prime, "0"))) {
+    mw_CUfunction pf = NULL;
+    r = mw__cu.cuModuleGetFunction(&pf, mod, "mw_grid_prime");
+    if (r == MW_CUDA_SUCCESS) r = mw__cu.cuLaunchKernel(pf, 1, 1, 1, 1, 1, 1, 0, be->aux, NULL, NULL);
+    if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
+  }
   int blocks = 0;
   if (r == MW_CUDA_SUCCESS)
     r = mw__cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, BLOCK_THREADS, dyn);
