@@ -325,8 +325,13 @@ typedef struct mw_frame_hdr {
  *   cells t .. t+w-1 whole, the warp together (16 bytes a lane, w <= 32: one read of host memory
  *   in flight per lane per two cells); the n whole ones in a row from t are claimed together with
  *   CAS head t -> t+n. The data is already in the lanes' registers. Lane 0 then frees the n
- *   cells: a __syncwarp (the other lanes' loads before it), one sys-release, n relaxed stores of
- *   inbox_free. Cells are freed in any order across takes: the host checks each cell's own word.
+ *   cells: a __syncwarp, then n relaxed stores of inbox_free, with no fence: every load of the
+ *   cells has returned its value before the stores issue, since those values decided (the flags'
+ *   check, the claim) that they run, and a GPU makes no store visible ahead of the loads it
+ *   depends on; a read of host memory is done at the host once its value came back, so the
+ *   host's next write of the cell cannot reach what the warp read. (A system fence there cost
+ *   3,400 cycles a take on an H100, most of a PCIe round trip: bench/NOTES.md, v67.) Cells are
+ *   freed in any order across takes: the host checks each cell's own word.
  *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
  *   the cancel requests among them, so a request never overtakes the spawn it names.
  *   Own frames: the one spawn a take keeps to run on its warp was written whole by that warp's

@@ -1261,11 +1261,14 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
       __syncwarp();
       continue;
     }
-    /* the cells are ours and already read: back to the host (after every lane's loads) */
+    /* the cells are ours and already read: back to the host (protocol.h, inbox ring: no fence,
+     * for every lane's loads of them have returned the values that decided these stores) */
     __syncwarp();
     if (c->lane == 0) {
       MW_PROBE(MW_PR_TAKE_SYS);
-      __threadfence_system();
+#ifdef MW_TAKE_SYS_FENCE
+      __threadfence_system(); /* the variant that fences first, to compare (bench/NOTES.md, v67) */
+#endif
       for (mw_u32 j = 0; j < got; ++j) mw_st64(&c->inbox_free[(t + j) & (cap - 1)], t + j + cap);
     }
     /* each part to its cell's frame (the arguments, parts 0..11), and the head words to the
