@@ -163,17 +163,21 @@ describe("bench/block_fault.lua #sim", function()
   local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
     .. support.shell_quote(package.cpath) .. " "
   it("runs the block tasks in the suite's runtime and in each of its differences, and says so", function()
-    for _, m in ipairs { "plain", "f512", "tasks512" } do
+    for _, m in ipairs { "plain", "f512", "tasks512", "cold512", "loaded512", "primed512", "dropped512" } do
       local status, out = support.run(env .. "luajit bench/block_fault.lua sim " .. m)
       assert.equals(0, status, out)
       assert.truthy(out:find("sim, " .. m .. ": ran, 0 grids launched from the device", 1, true), out)
       assert.truthy(out:find("matmul 128 x 128", 1, true), out)
     end
+    local status, out = support.run(env .. "luajit bench/block_fault.lua sim after512")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("sim, after512 (before the bench programs): ran", 1, true), out)
+    assert.truthy(out:find("sim, after512 (with the bench programs): ran", 1, true), out)
   end)
 
   it("refuses an unknown mode", function()
     local status, out = support.run(env .. "luajit bench/block_fault.lua sim other")
     assert.are_not.equals(0, status, out)
-    assert.truthy(out:find("mode: plain, f512 or tasks512", 1, true), out)
+    assert.truthy(out:find("mode: plain, f512, tasks512, cold512, after512, loaded512, primed512 or dropped512", 1, true), out)
   end)
 end)

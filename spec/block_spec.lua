@@ -115,6 +115,27 @@ task int hold(int *flag, int *started) {
 local function swapped(i, t, tag) return ((t + 32) % 128) * 10 + tag + i * 1000 + 1 end
 
 support.each_backend(function(backend)
+  -- cuda: the first image this runtime launches has no block task, so no device runtime; a grid
+  -- launched from a later image faulted the executor unless the image made a launch from the
+  -- device as it was loaded (backend_cuda.c, cuda_load; bench/NOTES.md, v67)
+  it("run in bulk as a grid in a runtime whose first program had no block task", function()
+    local rt = support.runtime(backend)
+    local first = support.compile(rt, "task int twice(int x) { return 2 * x; }", "first.cu")
+    assert.equals(42, first.twice(21):await(30))
+    local prog = support.compile(rt, RUN, "block_run.cu")
+    local n = 2 * rt:stats().workers + 5
+    local out = rt:buffer("int32", 128 * n)
+    assert.is_nil(prog.swap:bulk(n, out, 5):await(60))
+    local got = out:read()
+    for i = 0, n - 1 do
+      for t = 0, 127 do
+        assert.equals(swapped(i, t, 5), got[i * 128 + t + 1], ("instance %d thread %d"):format(i, t))
+      end
+    end
+    assert.equals(backend == "cuda" and 1 or 0, rt:stats().grids)
+    rt:close()
+  end)
+
   describe("run", function()
     local rt, prog
     setup(function()
