@@ -792,7 +792,10 @@ typedef struct mw_level {
  *     The instances a grid took all run (a cancel after the launch does not stop them) and
  *     trace nothing; a grid in flight keeps the executor's kernel from ending (a parent grid
  *     ends after its children), so a stop waits for it and its push lands before the next
- *     launch. */
+ *     launch. Such an image also has mw_grid_prime, which launches an empty grid from the
+ *     device; the host launches it once, and waits for it, when it loads the image, before the
+ *     executor: without it a grid launched by the executor faulted (CUDA_ERROR_LAUNCH_FAILED) in
+ *     a context that had first run an image without the device runtime (bench/NOTES.md, v67). */
 
 /* Bytes of a worker CTA's block area (block tasks' __shared__ variables). */
 #define MW_BLOCK_SMEM 32768u
