@@ -115,9 +115,11 @@ describe("mw.runtime options", function()
     support.setenv("MOONWARP_CARVEOUT", old)
   end)
 
-  it("refuses a MOONWARP_GRIDS that is not 0 or 1, a MOONWARP_GRID_MIN that is not a count and a MOONWARP_CUDADEVRT that names no file, saying so", function()
+  it("refuses a MOONWARP_GRIDS or MOONWARP_GRID_PRIME that is not 0 or 1, a MOONWARP_GRID_MIN that is not a count and a MOONWARP_CUDADEVRT that names no file, saying so", function()
     local err = refusal("MOONWARP_GRIDS", "on")
     assert.truthy(err:find('MOONWARP_GRIDS must be 0 or 1, got "on"', 1, true), err)
+    err = refusal("MOONWARP_GRID_PRIME", "no")
+    assert.truthy(err:find('MOONWARP_GRID_PRIME must be 0 or 1, got "no"', 1, true), err)
     for _, bad in ipairs { "many", "-1", "12k", "99999999999" } do
       err = refusal("MOONWARP_GRID_MIN", bad)
       assert.truthy(err:find('MOONWARP_GRID_MIN must be a whole number of instances (0: never a grid), got "'
@@ -126,13 +128,14 @@ describe("mw.runtime options", function()
     err = refusal("MOONWARP_CUDADEVRT", "/nonexistent/libcudadevrt.a")
     assert.truthy(err:find('MOONWARP_CUDADEVRT names no readable file (the CUDA device runtime library, '
       .. 'libcudadevrt.a): "/nonexistent/libcudadevrt.a"', 1, true), err)
-    local saved = { MOONWARP_GRIDS = os.getenv("MOONWARP_GRIDS"), MOONWARP_GRID_MIN = os.getenv("MOONWARP_GRID_MIN") }
+    local names, saved = { "MOONWARP_GRIDS", "MOONWARP_GRID_MIN", "MOONWARP_GRID_PRIME" }, {}
+    for i, name in ipairs(names) do saved[i] = os.getenv(name) end
     support.setenv("MOONWARP_GRIDS", "0")
     support.setenv("MOONWARP_GRID_MIN", "64")
+    support.setenv("MOONWARP_GRID_PRIME", "0")
     local rt = assert(mw.runtime { backend = "sim" })
     rt:close()
-    support.setenv("MOONWARP_GRIDS", saved.MOONWARP_GRIDS)
-    support.setenv("MOONWARP_GRID_MIN", saved.MOONWARP_GRID_MIN)
+    for i, name in ipairs(names) do support.setenv(name, saved[i]) end
   end)
 
   it("accepts no argument at all (all defaults)", function()

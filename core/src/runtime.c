@@ -470,7 +470,8 @@ static int check_desc(const mw_runtime_desc *d) {
 }
 
 /* The variables of the grids launched from the device (protocol.h, Block tasks, "As a grid"):
- * $MOONWARP_GRIDS (grids_wanted) 0 or 1, $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
+ * $MOONWARP_GRIDS (grids_wanted) and $MOONWARP_GRID_PRIME (backend_cuda.c) 0 or 1,
+ * $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
  * $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt) a readable file; MW_EINVAL, saying so, for
  * anything else, as mw_runtime_create and mw_compile_cubin both check. */
 static int grid_env_ok(void) {
@@ -478,6 +479,13 @@ static int grid_env_ok(void) {
   const char *grids = getenv("MOONWARP_GRIDS");
   if (grids && *grids && strcmp(grids, "0") && strcmp(grids, "1")) {
     mw__set_error("MOONWARP_GRIDS must be 0 or 1, got \"%.40s\"", grids);
+    return MW_EINVAL;
+  }
+  /* $MOONWARP_GRID_PRIME (cuda, backend_cuda.c, cuda_load): 0 makes no launch from the device
+   * as an image with grids loads (to show the fault it prevents), 1 makes it */
+  const char *prime = getenv("MOONWARP_GRID_PRIME");
+  if (prime && *prime && strcmp(prime, "0") && strcmp(prime, "1")) {
+    mw__set_error("MOONWARP_GRID_PRIME must be 0 or 1, got \"%.40s\"", prime);
     return MW_EINVAL;
   }
   /* $MOONWARP_GRID_MIN (cuda, backend_cuda.c): the unclaimed instances from which a block task
