@@ -19,6 +19,7 @@ local modes = { plain = true, f512 = true, tasks512 = true, cold512 = true, afte
   loaded512 = true, primed512 = true, dropped512 = true }
 assert(modes[mode], "mode: plain, f512, tasks512, cold512, after512, loaded512, primed512 or dropped512")
 local stack = tonumber(arg[3]) -- each thread's stack budget beyond the kernel's own (default: 16 KiB)
+assert(arg[3] == nil or stack, "stack_bytes: a number of bytes, got " .. tostring(arg[3]))
 local rt = assert(mw.runtime { backend = backend, frame_bytes = mode ~= "plain" and 512 or nil,
   stack_bytes = stack })
 local function tasks(run)
