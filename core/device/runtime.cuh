@@ -104,7 +104,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
-       MW_PR_TAKE_SYS, MW_PR_FIN_LET_GO };
+       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -1265,7 +1265,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
      * for every lane's loads of them have returned the values that decided these stores) */
     __syncwarp();
     if (c->lane == 0) {
-      MW_PROBE(MW_PR_TAKE_SYS);
+      MW_PROBE(MW_PR_TAKE_FREE);
 #ifdef MW_TAKE_SYS_FENCE
       __threadfence_system(); /* the variant that fences first, to compare (bench/NOTES.md, v67) */
 #endif
