@@ -1056,6 +1056,7 @@ __device__ void mw_executor(mw_state *st) {
   c.inbox_free = st->inbox_free;
   c.comp = st->comp;
   c.comp_msg = st->comp_msg;
+  c.closed = st->closed;
   c.inbox_cap = st->inbox_cap;
   c.comp_cap = st->comp_cap;
   c.lane = threadIdx.x & 31u;

@@ -108,6 +108,7 @@ struct mw_ctx {
   mw_u64 *inbox_free;
   mw_comp_cell *comp;
   char *comp_msg;
+  mw_u32 *closed;
   mw_u32 inbox_cap, comp_cap;
   mw_stat_entry *stats; /* this worker's MW_STAT_ENTRIES counter rows */
   /* the worker */
