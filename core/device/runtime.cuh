@@ -1074,11 +1074,12 @@ __device__ __noinline__ void mw_close_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u
     }
   }
   if (s < c->host_slots) {
-    /* closed for the host: the value stored is computed from the exchange's result (its generation is gen,
-     * or gen - 1 when nothing had registered since the spawn), so the store cannot issue before
+    /* closed for the host: the value stored is computed from the exchange's result (its
+     * generation is gen, or the one before when nothing had registered since the spawn: 0 for
+     * a slot's first, and the host skips 0 when it wraps), so the store cannot issue before
      * the exchange has been performed */
     const mw_u32 og = (mw_u32)(old >> 32);
-    mw_st32(&c->closed[s], og + 1u == gen ? gen : og);
+    mw_st32(&c->closed[s], og == gen || og + 1u == gen || (gen == 1u && og == 0xffffffffu) ? gen : og);
   }
 }
 
