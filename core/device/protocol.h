@@ -335,10 +335,13 @@ typedef struct mw_frame_hdr {
  *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
  *   the cancel requests among them, so a request never overtakes the spawn it names.
  *   Own frames: the one spawn a take keeps to run on its warp was written whole by that warp's
- *   lanes (header, arguments, the payload's zeroes) after the frame came out of its cache, and
- *   the warp's __syncwarp orders those stores before its lane 0 reads them back; no other warp
- *   has seen the frame. So starting it takes no fence (a frame from the global queue does: the
- *   pusher's fence pairs with it); the cancel check reads the slot's ctl as for any frame.
+ *   lanes (header, arguments, the payload's zeroes) after the frame came out of its cache; no
+ *   other warp has seen the frame. So starting it takes no fence (a frame from the global queue
+ *   does: the pusher's fence pairs with it), and it reads nothing of the frame back: kind,
+ *   future and flags stay in the take's registers, a fresh header is known, and each lane
+ *   keeps the 8 bytes of arguments it read, which the lane stacks get by shuffles. The cancel
+ *   check reads the slot's ctl as for any frame (a canceller marks the slot, and a frame's join
+ *   only once it has suspended).
  * Data words (d[k] is the low half of word k): d[0..23] the task's parameter struct (96 bytes,
  * laid out by the generator; zeroes past its size), d[24] kind, d[25] flags, d[26..27] fut (low,
  * high), d[28] bulk_n, d[29..31] zero.

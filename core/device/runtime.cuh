@@ -1380,6 +1380,18 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     }
     mw_u32 first = (mw_u32)__ffs((int)live) - 1u;
     mw_u32 mine = __shfl_sync(MW_FULL, f, first);
+    /* what the kept frame holds, from the registers (mw_root_own reads no frame back) */
+    c->own_kind = __shfl_sync(MW_FULL, kind, first);
+    c->own_fut = __shfl_sync(MW_FULL, fut, first);
+    c->own_flags = MW_FR_HOST | ((__shfl_sync(MW_FULL, flags, first) & MW_IN_BULK) ? MW_FR_BULK : 0u) |
+                   ((__shfl_sync(MW_FULL, flags, first) & MW_IN_BLOCK) ? MW_FR_BLOCK : 0u);
+    c->own_lane0 = 16u * (first & 1u);
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
+      if (k == first >> 1) {
+        c->own_lo = u[k].x;
+        c->own_hi = u[k].z;
+      }
     mw_gq_push_lanes(c, c->lane == first ? MW_NONE : f);
     __syncwarp();
     return mine;
