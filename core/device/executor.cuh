@@ -71,29 +71,36 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
  * this warp: a spawn runs from its arguments (its reserved frame kept for a suspension); a
  * runnable task from its frame. Its frame goes at byte off of the lane stacks. Collective. */
 __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
+/* Lane 0: level lv of this warp starts a task (what each way of starting one sets). */
+__device__ __forceinline__ void mw_level_start(mw_ctx *c, mw_u32 lv, mw_u64 fut, mw_u32 kind, mw_u32 frame,
+                                               mw_u32 flags, mw_u32 off, mw_u32 resume, mw_u32 children,
+                                               mw_u64 bad, mw_u32 sibling) {
+  mw_level *L = &MW_WS(c)->lv[lv];
+  L->fut = fut;
+  L->bad = bad;
+  L->kind = kind;
+  L->resume = resume;
+  L->frame = frame;
+  L->children = children;
+  L->flags = flags;
+  L->epoch = 0;
+  L->off = off;
+  L->sibling = sibling;
+  L->naw = L->cur = 0;
+  L->bulk = 0;
+  MW_WS(c)->depth = lv + 1;
+}
 __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
   mw_u32 spawn = 0, f = 0, kind = 0;
   if (c->lane == 0) {
     spawn = (r->flags & MW_RF_SPAWN) != 0;
     f = r->frame;
     kind = r->kind;
-    if (spawn) {
-      mw_level *L = &MW_WS(c)->lv[lv];
-      L->fut = r->fut;
-      L->bad = 0;
-      L->kind = kind;
-      L->resume = 0;
-      L->frame = f;
-      L->children = 0;
-      L->flags = MW_LV_ROOT | r->gen << MW_GEN_SHIFT |
-                 ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u);
-      L->epoch = 0;
-      L->off = off;
-      L->sibling = r->sibling;
-      L->naw = L->cur = 0;
-      L->bulk = 0;
-      MW_WS(c)->depth = lv + 1;
-    }
+    if (spawn)
+      mw_level_start(c, lv, r->fut, kind, f,
+                     MW_LV_ROOT | r->gen << MW_GEN_SHIFT |
+                         ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u),
+                     off, 0, 0, 0, r->sibling);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the record (its claim) */
   spawn = mw_bcast(spawn);
@@ -126,22 +133,11 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
   if (c->lane == 0) {
     MW_FENCE(); /* the frame after the hand-over that brought it here */
     kind = fh->kind;
-    mw_level *L = &MW_WS(c)->lv[lv];
-    L->fut = fh->fut;
-    L->bad = fh->await_f[0];
-    L->kind = kind;
-    L->resume = fh->resume;
-    L->frame = f;
-    L->children = fh->children;
-    bool cx = (fh->flags & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
-              (L->resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
-    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(fh->flags);
-    L->epoch = 0;
-    L->off = off;
-    L->sibling = 0;
-    L->naw = L->cur = 0;
-    L->bulk = 0;
-    MW_WS(c)->depth = lv + 1;
+    const mw_u32 resume = fh->resume, ff = fh->flags;
+    bool cx = (ff & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
+              (resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
+    mw_level_start(c, lv, fh->fut, kind, f, MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(ff),
+                   off, resume, fh->children, fh->await_f[0], 0);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
   kind = mw_bcast(kind);
@@ -159,23 +155,11 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
 __device__ __noinline__ void mw_root_own(mw_ctx *c, mw_u32 f) {
   MW_PROBE(MW_PR_ROOT);
   const mw_u32 kind = c->own_kind;
-  if (c->lane == 0) {
-    mw_level *L = &MW_WS(c)->lv[0];
-    L->fut = c->own_fut;
-    L->bad = 0;
-    L->kind = kind;
-    L->resume = 0;
-    L->frame = f;
-    L->children = 0;
-    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
-               MW_GEN_BITS(c->own_flags);
-    L->epoch = 0;
-    L->off = 0;
-    L->sibling = 0;
-    L->naw = L->cur = 0;
-    L->bulk = 0;
-    MW_WS(c)->depth = 1;
-  }
+  if (c->lane == 0)
+    mw_level_start(c, 0, c->own_fut, kind, f,
+                   MW_LV_ROOT | MW_LV_PUBLIC | (mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
+                       MW_GEN_BITS(c->own_flags),
+                   0, 0, 0, 0, 0);
   mw_u32 *dst = (mw_u32 *)c->stk;
   const mw_u32 words = (mw_kind(kind)->frame_bytes + 3u) / 4u, args = MW_INBOX_ARG_BYTES / 4u;
   for (mw_u32 i = 0; i < words && i < args; i += 2) {
