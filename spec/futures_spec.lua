@@ -309,3 +309,20 @@ support.each_backend(function(backend)
     end)
   end)
 end)
+
+-- A host future's record reaches the host before its worker lets go of the task and closes the
+-- slot (protocol.h, completion ring, Closing): the host gives the slot to a new spawn, and reads
+-- the counters, only once the device has closed it. Sim, with each close held back 20 ms by a
+-- build of its own (MW_CLOSE_DELAY_NS): without the host's waits, the counters read right after
+-- an await miss the task, and a waiter on the reused slot is refused or dropped.
+describe("a host future closed late by the device #sim", function()
+  it("is neither reused nor counted before it is closed", function()
+    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+      .. support.shell_quote(package.cpath) .. " MOONWARP_DEVICE_DEFINE=MW_CLOSE_DELAY_NS=20000000"
+      .. " luajit spec/fixtures/closing.lua 10")
+    assert.equals(0, status, out)
+    local ms = tonumber(out:match("closing: ok, 10 rounds, the longest wait ([%d.]+) ms"))
+    assert.is_not_nil(ms, out)
+    assert.is_true(ms >= 5, "the statistics never waited for a close: " .. out) -- the window was there
+  end)
+end)

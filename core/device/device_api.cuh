@@ -1193,6 +1193,10 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   const mw_kind_info *ki = mw_kind(kind);
   mw_u64 fut = L->fut;
   mw_u32 s = MW_FUT_SLOT(fut), gen = MW_FUT_GEN(fut);
+  /* a host future's record leaves first (protocol.h, completion ring): its ticket now, its
+   * latency under the outcome's reading */
+  const bool host = s < c->host_slots;
+  const mw_u64 ticket = host ? mw_add64(&c->st->comp_tail, 1) : 0;
   mw_u32 status;
   int code = 0;
   const char *msg = 0, *prefix = 0;
@@ -1228,9 +1232,10 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
     }
   if (ki->futargs && !c->lost) mw_drop_holds(c, ki->futargs, c->stk + c->off);
   mw_u64 value = status == MW_ST_OK ? c->value : 0;
+  if (host) mw_host_record(c, ticket, s, gen, status, value, ki->rtype, code, msg, prefix);
   if (ki->rtype == MW_RT_FUTURE && status == MW_ST_OK) ws->epoch++; /* a handle leaves in it */
   bool root = (L->flags & MW_LV_ROOT) != 0;
-  bool priv = !root && !(L->flags & MW_LV_PUBLIC) && L->epoch == ws->epoch && s >= c->host_slots;
+  bool priv = !root && !(L->flags & MW_LV_PUBLIC) && L->epoch == ws->epoch && !host;
   /* counted, children and frame let go before the completion, which adds the counters to the
    * rows for whoever waits */
   MW_PROBE(MW_PR_FIN_LET_GO); /* from here to the completion (a scope of its own) */
@@ -1252,9 +1257,11 @@ __device__ __noinline__ void mw_finish_level(mw_ctx *c) {
   if (priv) { /* protocol.h, Private completion */
     mw_slot_result(sl, status, value, ki->rtype, code, msg, prefix);
     mw_st64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
+  } else if (host) {
+    mw_close_slot(c, s, gen, status); /* its record went first */
   } else {
     mw_complete_slot(c, s, gen, status, value, ki->rtype, code, msg, prefix);
-    if (s >= c->host_slots) mw_slot_unref(c, s, gen, 1); /* the producer's reference */
+    mw_slot_unref(c, s, gen, 1); /* the producer's reference */
   }
   if (!root) { /* the result for the level that awaits it, one below */
     mw_kid *K = mw_kid_new(c);

@@ -70,30 +70,37 @@ __device__ __noinline__ void mw_run_chain(mw_ctx *c) {
 /* Level lv (0, or a nested root above a waiting level) from record r of this CTA, claimed by
  * this warp: a spawn runs from its arguments (its reserved frame kept for a suspension); a
  * runnable task from its frame. Its frame goes at byte off of the lane stacks. Collective. */
-__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off, bool own);
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off);
+/* Lane 0: level lv of this warp starts a task (what each way of starting one sets). */
+__device__ __forceinline__ void mw_level_start(mw_ctx *c, mw_u32 lv, mw_u64 fut, mw_u32 kind, mw_u32 frame,
+                                               mw_u32 flags, mw_u32 off, mw_u32 resume, mw_u32 children,
+                                               mw_u64 bad, mw_u32 sibling) {
+  mw_level *L = &MW_WS(c)->lv[lv];
+  L->fut = fut;
+  L->bad = bad;
+  L->kind = kind;
+  L->resume = resume;
+  L->frame = frame;
+  L->children = children;
+  L->flags = flags;
+  L->epoch = 0;
+  L->off = off;
+  L->sibling = sibling;
+  L->naw = L->cur = 0;
+  L->bulk = 0;
+  MW_WS(c)->depth = lv + 1;
+}
 __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, mw_u32 off) {
   mw_u32 spawn = 0, f = 0, kind = 0;
   if (c->lane == 0) {
     spawn = (r->flags & MW_RF_SPAWN) != 0;
     f = r->frame;
     kind = r->kind;
-    if (spawn) {
-      mw_level *L = &MW_WS(c)->lv[lv];
-      L->fut = r->fut;
-      L->bad = 0;
-      L->kind = kind;
-      L->resume = 0;
-      L->frame = f;
-      L->children = 0;
-      L->flags = MW_LV_ROOT | r->gen << MW_GEN_SHIFT |
-                 ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u);
-      L->epoch = 0;
-      L->off = off;
-      L->sibling = r->sibling;
-      L->naw = L->cur = 0;
-      L->bulk = 0;
-      MW_WS(c)->depth = lv + 1;
-    }
+    if (spawn)
+      mw_level_start(c, lv, r->fut, kind, f,
+                     MW_LV_ROOT | r->gen << MW_GEN_SHIFT |
+                         ((r->flags & MW_RF_CANCELLED) || mw_cancel_asked(c, r->fut) ? MW_LV_CANCELLED : 0u),
+                     off, 0, 0, 0, r->sibling);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the record (its claim) */
   spawn = mw_bcast(spawn);
@@ -103,7 +110,7 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
       MW_FENCE_CTA();
       mw_st32(&r->state, (r->state & ~15u) | MW_REC_FREE);
     }
-    mw_root_from_frame(c, f, lv, off, false);
+    mw_root_from_frame(c, f, lv, off);
     return;
   }
   kind = mw_bcast(kind);
@@ -116,32 +123,21 @@ __device__ __noinline__ void mw_root_from_rec(mw_ctx *c, mw_rec *r, mw_u32 lv, m
   }
 }
 
-/* Level lv from frame f (a plain task from the global queue or the inbox, or a woken one). A
- * frame that resumes after a suspension stops if a canceller woke it or asked. own: this warp
- * wrote the frame itself (its take of the inbox), so no hand-over needs a fence. Collective. */
-__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off, bool own) {
+/* Level lv from frame f (a plain task from the global queue or another warp's take of the
+ * inbox, or a woken one; a frame this warp's take kept: mw_root_own). A frame that resumes after
+ * a suspension stops if a canceller woke it or asked. Collective. */
+__device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, mw_u32 off) {
   MW_PROBE(MW_PR_ROOT);
   mw_frame_hdr *fh = mw_frame(c, f);
   mw_u32 kind = 0;
   if (c->lane == 0) {
-    if (!own) MW_FENCE(); /* the frame after the hand-over that brought it here */
+    MW_FENCE(); /* the frame after the hand-over that brought it here */
     kind = fh->kind;
-    mw_level *L = &MW_WS(c)->lv[lv];
-    L->fut = fh->fut;
-    L->bad = fh->await_f[0];
-    L->kind = kind;
-    L->resume = fh->resume;
-    L->frame = f;
-    L->children = fh->children;
-    bool cx = (fh->flags & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
-              (L->resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
-    L->flags = MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(fh->flags);
-    L->epoch = 0;
-    L->off = off;
-    L->sibling = 0;
-    L->naw = L->cur = 0;
-    L->bulk = 0;
-    MW_WS(c)->depth = lv + 1;
+    const mw_u32 resume = fh->resume, ff = fh->flags;
+    bool cx = (ff & MW_FR_CANCEL) || mw_cancel_asked(c, fh->fut) ||
+              (resume && ((mw_u32)mw_ld64(&fh->join) & MW_JOIN_WOKEN));
+    mw_level_start(c, lv, fh->fut, kind, f, MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(ff),
+                   off, resume, fh->children, fh->await_f[0], 0);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
   kind = mw_bcast(kind);
@@ -151,12 +147,37 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
   __syncwarp();
 }
 
-/* Whether frame f is a bulk task or a block task: its MW_FR_BULK and MW_FR_BLOCK flags (own: as
- * in mw_root_from_frame). Collective. */
-__device__ mw_u32 mw_frame_class(mw_ctx *c, mw_u32 f, bool own) {
+/* Level 0 from frame f, which this warp's take of the inbox made just now and kept (protocol.h,
+ * inbox ring: Own frames): what mw_root_from_frame reads back from the frame comes from the
+ * take's registers instead (c->own_*), a fresh frame's header being known. The arguments go to
+ * the lane stacks by shuffles from the lanes that read them, zeroes past them as in the frame.
+ * Collective. */
+__device__ __noinline__ void mw_root_own(mw_ctx *c, mw_u32 f) {
+  MW_PROBE(MW_PR_ROOT);
+  const mw_u32 kind = c->own_kind;
+  if (c->lane == 0)
+    mw_level_start(c, 0, c->own_fut, kind, f,
+                   MW_LV_ROOT | MW_LV_PUBLIC | (mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
+                       MW_GEN_BITS(c->own_flags),
+                   0, 0, 0, 0, 0);
+  mw_u32 *dst = (mw_u32 *)c->stk;
+  const mw_u32 words = (mw_kind(kind)->frame_bytes + 3u) / 4u, args = MW_INBOX_ARG_BYTES / 4u;
+  for (mw_u32 i = 0; i < words && i < args; i += 2) {
+    const mw_u32 from = c->own_lane0 + (i >> 1);
+    const mw_u32 x = __shfl_sync(MW_FULL, c->own_lo, from), y = __shfl_sync(MW_FULL, c->own_hi, from);
+    dst[i] = x;
+    if (i + 1 < words) dst[i + 1] = y;
+  }
+  for (mw_u32 i = args; i < words; ++i) dst[i] = 0;
+  __syncwarp();
+}
+
+/* Whether frame f is a bulk task or a block task: its MW_FR_BULK and MW_FR_BLOCK flags.
+ * Collective. */
+__device__ mw_u32 mw_frame_class(mw_ctx *c, mw_u32 f) {
   mw_u32 b = 0;
   if (c->lane == 0) {
-    if (!own) MW_FENCE(); /* the frame after the hand-over that brought it here */
+    MW_FENCE(); /* the frame after the hand-over that brought it here */
     b = mw_frame(c, f)->flags & (MW_FR_BULK | MW_FR_BLOCK);
   }
   __syncwarp(); /* every lane after lane 0's acquire of the frame */
@@ -1006,10 +1027,12 @@ __device__ void mw_run_task(mw_ctx *c, mw_rec *rec, mw_u32 f, bool own) {
     }
     mw_root_from_rec(c, rec, 0, 0);
   } else {
-    const mw_u32 cls = mw_frame_class(c, f, own);
+    /* a frame this warp's take kept is known from the take (Own frames: no fence either) */
+    const mw_u32 cls = own ? c->own_flags & (MW_FR_BULK | MW_FR_BLOCK) : mw_frame_class(c, f);
     if (cls & MW_FR_BLOCK) return mw_run_block(c, f);
     if (cls & MW_FR_BULK) return mw_run_bulk(c, f);
-    mw_root_from_frame(c, f, 0, 0, own);
+    if (own) mw_root_own(c, f);
+    else mw_root_from_frame(c, f, 0, 0);
   }
   mw_run_chain(c);
 }
@@ -1056,6 +1079,7 @@ __device__ void mw_executor(mw_state *st) {
   c.inbox_free = st->inbox_free;
   c.comp = st->comp;
   c.comp_msg = st->comp_msg;
+  c.closed = st->closed;
   c.inbox_cap = st->inbox_cap;
   c.comp_cap = st->comp_cap;
   c.lane = threadIdx.x & 31u;

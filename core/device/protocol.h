@@ -335,10 +335,13 @@ typedef struct mw_frame_hdr {
  *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
  *   the cancel requests among them, so a request never overtakes the spawn it names.
  *   Own frames: the one spawn a take keeps to run on its warp was written whole by that warp's
- *   lanes (header, arguments, the payload's zeroes) after the frame came out of its cache, and
- *   the warp's __syncwarp orders those stores before its lane 0 reads them back; no other warp
- *   has seen the frame. So starting it takes no fence (a frame from the global queue does: the
- *   pusher's fence pairs with it); the cancel check reads the slot's ctl as for any frame.
+ *   lanes (header, arguments, the payload's zeroes) after the frame came out of its cache; no
+ *   other warp has seen the frame. So starting it takes no fence (a frame from the global queue
+ *   does: the pusher's fence pairs with it), and it reads nothing of the frame back: kind,
+ *   future and flags stay in the take's registers, a fresh header is known, and each lane
+ *   keeps the 8 bytes of arguments it read, which the lane stacks get by shuffles. The cancel
+ *   check reads the slot's ctl as for any frame (a canceller marks the slot, and a frame's join
+ *   only once it has suspended).
  * Data words (d[k] is the low half of word k): d[0..23] the task's parameter struct (96 bytes,
  * laid out by the generator; zeroes past its size), d[24] kind, d[25] flags, d[26..27] fut (low,
  * high), d[28] bulk_n, d[29..31] zero.
@@ -374,13 +377,23 @@ enum mw_inbox_flags { MW_IN_BULK = 1u, MW_IN_CANCEL = 2u, MW_IN_CANCELLED = 4u, 
  * reuse it), and beside them comp_msg[cap][MW_MSG_BYTES], the message of a failed one.
  * Device (lane 0): t = atomicAdd(comp_tail, 1); on failure only, the message into comp_msg[i]
  *   and a sys fence; then the 8 words flagged MW_LL_FLAG(t), four 16-byte stores, no fence.
+ *   The record leaves as soon as the outcome is known: before the task lets go of its frame,
+ *   children and holds, before the counters' flush and before the slot's own completion (its
+ *   fence and exchange); those follow on the same warp and end with the closed word below.
  * Host: for its head t, the cell is whole when every word's flag is MW_LL_FLAG(t) (host-acquire
  *   loads); it reads the message after that when the status says failed; head = t + 1.
- * Counters: before the record the worker adds its counters to its statistics rows (atomics in
- *   device memory) and passes a dev-release fence (the one before the slot's exchange), so they
- *   are performed in the L2 before the record leaves; the host reads the rows by a copy from
- *   device memory issued after it saw the record, so it reads counters that include the work of
- *   every task it waited for.
+ * Closing: closed[host_slots] (pinned, u32). Once the warp that wrote the record of host slot
+ *   s, generation g, has let go of everything the task held, added its counters to its rows
+ *   (atomics in device memory), passed a dev-release fence (the one before the slot's
+ *   exchange) and exchanged the slot's ctl to (g, CLOSED), it stores closed[s] = g (a volatile
+ *   store whose value is computed from the exchange's result, so it issues after the exchange
+ *   has been performed). The host, having read the record, treats s as complete at once, but:
+ *   - it gives s to a new spawn only after it reads closed[s] == g (host-acquire): an exchange
+ *     of generation g landing after the next spawn's waiters registered would drop them;
+ *   - it reads the statistics rows (d2h) only after every record it has read is closed, so it
+ *     reads counters that include the work of every task it waited for (the fence orders the
+ *     rows' atomics before the closed store, as it did before the record when that came last).
+   Holds are not part of it: a host slot given to tasks is freed only when hrefs reads 0.
  * Data words: d[0..1] fut (low, high), d[2..3] value (low, high), d[4] status | rtype << 8,
  * d[5] kind, d[6] code, d[7] zero. */
 #define MW_COMP_WORDS 8u
@@ -476,7 +489,7 @@ typedef struct mw_trace_ev {
 /* ---- per-worker rows (device memory) --------------------------------------------------------
  * Counters: each warp counts in its shared state (frames taken and freed, and the counts of the
  * task kinds it met lately: mw_wstate.cnt, see below) and adds them to its rows here with
- * atomicAdd (no result used) whenever it writes a completion record for the host, completes a
+ * atomicAdd (no result used) whenever it closes a host future's slot (completion ring), completes a
  * future another warp may wait for, goes idle, and before it leaves. The host reads the rows with
  * d2h: each is exact once every task it counted has been seen complete.
  *
@@ -880,6 +893,7 @@ typedef struct mw_state {
   mw_u64 *inbox_free;  /* inbox_cap: the ticket each inbox cell is free for */
   mw_comp_cell *comp;
   char *comp_msg;      /* comp_cap * MW_MSG_BYTES: the message of a failed completion */
+  mw_u32 *closed;      /* host_slots: the generation each host slot was last closed at (completion ring) */
   /* device */
   mw_u8 *frames;
   mw_slot *slots;

@@ -1025,23 +1025,30 @@ __device__ void mw_comp_write(mw_ctx *c, mw_u64 t, mw_u64 fut, mw_u32 status, mw
   mw_ll_store(w + MW_CO_W_CODE, (mw_u32)code, 0u, fl);
 }
 
-/* Publishes the result of slot s (generation gen) and wakes its waiters: the protocol for
- * futures another warp or the host may wait on. Lane 0. */
-__device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
-                                              mw_u64 value, mw_u32 rtype, int code,
-                                              const char *msg, const char *prefix) {
+/* The host's record of host slot s (generation gen): its result into the slot, then the
+ * completion record from ticket t (an atomicAdd on comp_tail that the caller issued early, so
+ * its latency passes under other work). The slot's own completion, mw_close_slot, follows on
+ * this warp and closes it for the host too (protocol.h, completion ring: Closing). Lane 0. */
+__device__ __forceinline__ void mw_host_record(mw_ctx *c, mw_u64 t, mw_u32 s, mw_u32 gen, mw_u32 status,
+                                               mw_u64 value, mw_u32 rtype, int code, const char *msg,
+                                               const char *prefix) {
+  mw_slot *sl = &c->slots[s];
+  const mw_u32 kind = sl->kind;
+  mw_slot_result(sl, status, value, rtype, code, msg, prefix);
+  mw_comp_write(c, t, MW_FUT_MAKE(s, gen), status, value, rtype, kind, code, sl->msg);
+}
+
+/* Completes slot s (generation gen), whose result is written already: the counters to the rows,
+ * CLOSED published, its waiters woken; a host slot's closed word last (protocol.h, completion ring).
+ * The protocol for futures another warp or the host may wait on. Lane 0. */
+__device__ __noinline__ void mw_close_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status) {
   MW_PROBE(MW_PR_SLOT);
   mw_slot *sl = &c->slots[s];
-  /* a host future's completion ticket and kind, taken first: their latency passes under the
-   * fence's, and nothing read after the fence waits on the L2 for them */
-  const bool host = s < c->host_slots;
-  mw_u64 t = 0;
-  mw_u32 kind = 0;
-  if (host) {
-    kind = sl->kind;
-    t = mw_add64(&c->st->comp_tail, 1);
-  }
-  mw_slot_result(sl, status, value, rtype, code, msg, prefix);
+#ifdef MW_CLOSE_DELAY_NS
+  /* a host slot closed this long after its record: the host's side of Closing under test */
+  if (s < c->host_slots)
+    for (mw_u64 t0 = MW_GLOBALTIMER(); MW_GLOBALTIMER() - t0 < (mw_u64)(MW_CLOSE_DELAY_NS);) __nanosleep(1000);
+#endif
   {
     MW_PROBE(MW_PR_CS_FLUSH);
     mw_flush_counts(c); /* the counters of what this warp ran before whoever waits reads them */
@@ -1056,8 +1063,8 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
     old = mw_xchg64(&sl->ctl, ((mw_u64)gen << 32) | MW_CTL_CLOSED);
   }
   mw_u32 word = (mw_u32)old;
-  mw_u64 fut = MW_FUT_MAKE(s, gen);
   if ((mw_u32)(old >> 32) == gen && word != MW_CTL_CLOSED && (word & MW_CTL_WAITER)) {
+    mw_u64 fut = MW_FUT_MAKE(s, gen);
     MW_FENCE(); /* the nodes' contents (pairs with the registrations' fences) */
     for (mw_u32 n = word & MW_CTL_WAITER; n;) {
       mw_u64 node = mw_ld64(&c->nodes[n - 1]);
@@ -1066,7 +1073,26 @@ __device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, m
       mw_wake(c, (mw_u32)node, fut, status);
     }
   }
-  if (host) mw_comp_write(c, t, fut, status, value, rtype, kind, code, sl->msg);
+  if (s < c->host_slots) {
+    /* closed for the host: the value stored is computed from the exchange's result (its
+     * generation is gen, or the one before when nothing had registered since the spawn: 0 for
+     * a slot's first, and the host skips 0 when it wraps), so the store cannot issue before
+     * the exchange has been performed */
+    const mw_u32 og = (mw_u32)(old >> 32);
+    mw_st32(&c->closed[s], og == gen || og + 1u == gen || (gen == 1u && og == 0xffffffffu) ? gen : og);
+  }
+}
+
+/* Publishes the result of slot s (generation gen) and wakes its waiters; a host slot's record
+ * goes to the host first. Lane 0. */
+__device__ __noinline__ void mw_complete_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status,
+                                              mw_u64 value, mw_u32 rtype, int code,
+                                              const char *msg, const char *prefix) {
+  if (s < c->host_slots)
+    mw_host_record(c, mw_add64(&c->st->comp_tail, 1), s, gen, status, value, rtype, code, msg, prefix);
+  else
+    mw_slot_result(&c->slots[s], status, value, rtype, code, msg, prefix);
+  mw_close_slot(c, s, gen, status);
 }
 
 /* Registers frame f as a waiter of future h (protocol.h, Waiters). Returns 0 when registered,
@@ -1354,6 +1380,18 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     }
     mw_u32 first = (mw_u32)__ffs((int)live) - 1u;
     mw_u32 mine = __shfl_sync(MW_FULL, f, first);
+    /* what the kept frame holds, from the registers (mw_root_own reads no frame back) */
+    c->own_kind = __shfl_sync(MW_FULL, kind, first);
+    c->own_fut = __shfl_sync(MW_FULL, fut, first);
+    c->own_flags = MW_FR_HOST | ((__shfl_sync(MW_FULL, flags, first) & MW_IN_BULK) ? MW_FR_BULK : 0u) |
+                   ((__shfl_sync(MW_FULL, flags, first) & MW_IN_BLOCK) ? MW_FR_BLOCK : 0u);
+    c->own_lane0 = 16u * (first & 1u);
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
+      if (k == first >> 1) {
+        c->own_lo = u[k].x;
+        c->own_hi = u[k].z;
+      }
     mw_gq_push_lanes(c, c->lane == first ? MW_NONE : f);
     __syncwarp();
     return mine;

@@ -108,6 +108,7 @@ struct mw_ctx {
   mw_u64 *inbox_free;
   mw_comp_cell *comp;
   char *comp_msg;
+  mw_u32 *closed;
   mw_u32 inbox_cap, comp_cap;
   mw_stat_entry *stats; /* this worker's MW_STAT_ENTRIES counter rows */
   /* the worker */
@@ -138,6 +139,12 @@ struct mw_ctx {
   mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
   mw_u32 take_w;     /* inbox cells its next take looks at: 2, or MW_TAKE_MAX while the host
                       * streams spawns (its last take found more than one) */
+  /* the frame the last take of the inbox kept to run here (protocol.h, inbox ring: Own frames),
+   * as its registers had it: kind, future, frame flags (every lane), and 8 bytes of its
+   * arguments in each lane: lane own_lane0 + i holds bytes 8i .. 8i+3 (lo) and 8i+4 .. 8i+7 (hi) */
+  mw_u32 own_kind, own_flags, own_lane0;
+  mw_u64 own_fut;
+  mw_u32 own_lo, own_hi;
   mw_u64 ran;        /* the child that the latest spawn-now ran at once, for the await right
                       * after it (mw_spawn_now); 0 when none */
   char msgbuf[64];   /* a message composed at run time (fail_msg may point here) */

@@ -99,6 +99,7 @@ typedef struct mw__hslot {
   uint8_t cancel_sent; /* a cancel request went to the device */
   uint8_t given;       /* passed to a task as an argument: device tasks may hold it (hrefs) */
   uint8_t deferred;    /* otherwise free, waiting for the device's holders to let go */
+  uint8_t closing;     /* its record was read, its closed word not yet (protocol.h, Closing) */
   uint32_t holders;    /* host spawns not yet complete that were given it as an argument */
   uint32_t nholds;     /* host futures this spawn was given (holds[]) */
   uint32_t *holds;
@@ -146,6 +147,8 @@ struct mw_runtime {
   uint32_t comp_cap;
   char *comp_msg; /* protocol.h, completion ring */
   uint64_t comp_msg_dev;
+  uint32_t *closed; /* host_slots: protocol.h, completion ring, Closing */
+  uint64_t closed_dev;
   /* device */
   uint64_t state_dev, frames_dev, slots_dev, workers_dev, stats_dev;
   uint64_t frame_ring_dev, slot_next_dev, gq_dev, gq_seq_dev, nodes_dev, hrefs_dev, sim_cta_dev;
@@ -155,6 +158,10 @@ struct mw_runtime {
   /* host futures */
   mw__hslot *hs;
   uint32_t *hfree, nhfree;
+  /* free host slots the device has not closed yet (mw__hslot.closing), oldest first: a ring of
+   * host_slots cells, nclosing of them from closing_head */
+  uint32_t *closing, closing_head, nclosing;
+  uint32_t nclosing_live; /* host slots with mw__hslot.closing set */
   uint32_t ndeferred;  /* host slots waiting for their device holders (mw__hslot.deferred) */
   double last_sweep;   /* when hrefs was last read */
   uint64_t host_spawned, host_completed, in_flight;

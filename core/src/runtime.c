@@ -232,6 +232,10 @@ static int alloc_rings(mw_runtime *rt) {
     return rc;
   memset(rt->comp, 0, sizeof(mw_comp_cell) * rt->comp_cap);
   memset(rt->comp_msg, 0, (size_t)MW_MSG_BYTES * rt->comp_cap);
+  if ((rc = o->alloc_pinned(rt->be, sizeof(uint32_t) * rt->host_slots, (void **)&rt->closed,
+                            &rt->closed_dev)))
+    return rc;
+  memset(rt->closed, 0, sizeof(uint32_t) * rt->host_slots);
   return 0;
 }
 
@@ -381,6 +385,7 @@ static int init_state(mw_runtime *rt, uint32_t gq_cap) {
   st->inbox_free = (mw_u64 *)(uintptr_t)rt->inbox_free_dev;
   st->comp = (mw_comp_cell *)(uintptr_t)rt->comp_dev;
   st->comp_msg = (char *)(uintptr_t)rt->comp_msg_dev;
+  st->closed = (mw_u32 *)(uintptr_t)rt->closed_dev;
   st->frames = (mw_u8 *)(uintptr_t)rt->frames_dev;
   st->slots = (mw_slot *)(uintptr_t)rt->slots_dev;
   st->workers = (mw_worker *)(uintptr_t)rt->workers_dev;
@@ -429,6 +434,7 @@ static void free_state(mw_runtime *rt) {
   if (rt->inbox_free) o->free_pinned(rt->be, rt->inbox_free), rt->inbox_free = NULL;
   if (rt->comp) o->free_pinned(rt->be, rt->comp), rt->comp = NULL;
   if (rt->comp_msg) o->free_pinned(rt->be, rt->comp_msg), rt->comp_msg = NULL;
+  if (rt->closed) o->free_pinned(rt->be, rt->closed), rt->closed = NULL;
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
@@ -626,7 +632,8 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
   if (rt->nworkers == 0 || rt->nworkers > rt->max_workers) rt->nworkers = rt->max_workers;
   rt->hs = calloc(rt->host_slots, sizeof *rt->hs);
   rt->hfree = malloc(rt->host_slots * sizeof *rt->hfree);
-  if (!rt->hs || !rt->hfree) {
+  rt->closing = malloc(rt->host_slots * sizeof *rt->closing);
+  if (!rt->hs || !rt->hfree || !rt->closing) {
     rc = MW_ENOMEM;
     goto fail;
   }
@@ -646,6 +653,7 @@ fail:
   release_device(rt);
   free(rt->hs);
   free(rt->hfree);
+  free(rt->closing);
   free(rt);
   return rc;
 }
@@ -662,6 +670,7 @@ MW_API int mw_runtime_faulted(const mw_runtime *rt) {
 }
 
 static void hslot_settle(mw_runtime *rt, uint32_t s);
+static void hslot_free(mw_runtime *rt, uint32_t s);
 
 /* Fails every host future still pending with code/message. */
 static void fail_pending(mw_runtime *rt, int status, const char *msg) {
@@ -686,8 +695,7 @@ static void fail_pending(mw_runtime *rt, int status, const char *msg) {
       h->deferred = 0;
       h->given = 0;
       rt->ndeferred--;
-      h->live = 0;
-      rt->hfree[rt->nhfree++] = i;
+      hslot_free(rt, i);
     } else if (h->live && !h->held && h->state != MW_ST_PENDING) {
       h->holders = 0;
       h->given = 0;
@@ -803,6 +811,7 @@ MW_API int mw_runtime_close(mw_runtime *rt, double deadline_s) {
   for (uint32_t i = 0; i < rt->host_slots; ++i) free(rt->hs[i].holds);
   free(rt->hs);
   free(rt->hfree);
+  free(rt->closing);
   free(rt);
   return rc == MW_ETIMEDOUT ? rc : 0;
 }
@@ -1339,6 +1348,36 @@ MW_API int mw_program_find(const mw_program *p, const char *name) {
 
 /* ---- completions and host futures ----------------------------------------------------------- */
 
+/* Whether the device has closed host slot s since the host read its record (protocol.h,
+ * completion ring, Closing); a faulted device never will, and nothing of it runs again. */
+static int hslot_closed(mw_runtime *rt, uint32_t s) {
+  mw__hslot *h = &rt->hs[s];
+  if (!h->closing) return 1;
+  if (!rt->faulted &&
+      atomic_load_explicit((_Atomic uint32_t *)&rt->closed[s], memory_order_acquire) != h->gen)
+    return 0;
+  h->closing = 0;
+  rt->nclosing_live--;
+  return 1;
+}
+
+/* Host slot s, let go of, to the free list; by way of the closing ring while the device has
+ * not closed it yet (a spawn must not get it before). */
+static void hslot_free(mw_runtime *rt, uint32_t s) {
+  rt->hs[s].live = 0;
+  if (hslot_closed(rt, s)) rt->hfree[rt->nhfree++] = s;
+  else rt->closing[(rt->closing_head + rt->nclosing++) % rt->host_slots] = s;
+}
+
+/* The slots of the closing ring that the device has closed, oldest first, to the free list. */
+static void take_closed(mw_runtime *rt) {
+  while (rt->nclosing && hslot_closed(rt, rt->closing[rt->closing_head])) {
+    rt->hfree[rt->nhfree++] = rt->closing[rt->closing_head];
+    rt->closing_head = (rt->closing_head + 1) % rt->host_slots;
+    rt->nclosing--;
+  }
+}
+
 /* Returns host slot s to the free list once nothing holds it: it is complete, the script let go
  * of it, no host spawn it was given to is pending, and, if it was ever given to a task, the
  * device says its tasks hold it no more (hrefs, read by sweep_deferred; protocol.h, inbox). */
@@ -1350,8 +1389,7 @@ static void hslot_settle(mw_runtime *rt, uint32_t s) {
     rt->ndeferred++;
     return;
   }
-  h->live = 0;
-  rt->hfree[rt->nhfree++] = s;
+  hslot_free(rt, s);
 }
 
 /* Frees the deferred host slots whose device holders have all let go: one read of hrefs. */
@@ -1367,8 +1405,7 @@ static void sweep_deferred(mw_runtime *rt) {
       h->deferred = 0;
       h->given = 0;
       rt->ndeferred--;
-      h->live = 0;
-      rt->hfree[rt->nhfree++] = s;
+      hslot_free(rt, s);
     }
   free(refs);
 }
@@ -1455,6 +1492,8 @@ static int poll_ring(mw_runtime *rt) {
       mw__hslot *h = &rt->hs[s];
       set_result(rt, h, c, rt->comp_msg + (size_t)(rt->comp_head & (rt->comp_cap - 1)) * MW_MSG_BYTES);
       h->state = c->status ? (uint8_t)c->status : MW_ST_OK;
+      h->closing = 1; /* until the device's closed word says so (protocol.h, Closing) */
+      rt->nclosing_live++;
       rt->in_flight--;
       rt->host_completed++;
       release_holds(rt, h);
@@ -1646,6 +1685,8 @@ static int usable(mw_runtime *rt) {
 #define WAIT_NAP_CUDA_S 20e-6
 #define WAIT_NAP_SIM_S 50e-6
 #define WAIT_NAP_MAX_S 1e-3
+/* how long the host waits for the device to close the host futures it saw complete */
+#define CLOSE_WAIT_S 10.0
 
 typedef struct wait_state {
   double timeout, start, end;
@@ -1716,11 +1757,13 @@ static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
   wait_state w;
   wait_begin(&w, timeout_s, 0);
   for (;;) {
+    if (!rt->nhfree && rt->nclosing) take_closed(rt);
     if (rt->nhfree) {
       *slot = rt->hfree[--rt->nhfree];
       return 0;
     }
     poll_ring(rt);
+    if (rt->nclosing) take_closed(rt);
     if (rt->nhfree) continue;
     if (rt->ndeferred && mw__now() - rt->last_sweep > 1e-3) sweep_deferred(rt);
     if (rt->nhfree) continue;
@@ -2123,14 +2166,37 @@ MW_API void mw_buffer_free(mw_buffer *b) {
 
 /* ---- statistics ---------------------------------------------------------------------------- */
 
+/* Waits until the device has closed every host slot whose record the host has read
+ * (protocol.h, completion ring, Closing), so the rows read after count the work of every task
+ * the host saw complete. It follows each record within microseconds; the bound is for a device
+ * that stopped answering. */
+static int wait_closed(mw_runtime *rt) {
+  wait_state w;
+  wait_begin(&w, CLOSE_WAIT_S, 0);
+  for (;;) {
+    for (uint32_t s = 0; s < rt->host_slots && rt->nclosing_live; ++s) hslot_closed(rt, s);
+    if (!rt->nclosing_live) return 0;
+    int rc = check_alive(rt);
+    if (rc) return rc;
+    if ((rc = wait_step(rt, &w))) {
+      if (rc == MW_ETIMEDOUT)
+        mw__rt_error(rt, "the executor did not close %u completed host futures within %.0f s",
+                     rt->nclosing_live, CLOSE_WAIT_S);
+      return rc;
+    }
+  }
+}
+
 /* The kind counters as the device last wrote them (protocol.h, per-worker rows): *spill the
  * MW_MAX_KINDS spill rows, *en the max_workers * MW_STAT_ENTRIES entries; free(*spill) after. */
 static int read_rows(mw_runtime *rt, mw_stat_row **spill, mw_stat_entry **en) {
+  int rc = wait_closed(rt);
+  if (rc) return rc;
   size_t n = stats_bytes(rt);
   *spill = malloc(n);
   if (!*spill) return MW_ENOMEM;
   *en = (mw_stat_entry *)(void *)((char *)*spill + MW_MAX_KINDS * sizeof(mw_stat_row));
-  int rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt->be, *spill, rt->stats_dev, n);
+  rc = rt->faulted ? MW_EFAULT : rt->ops->d2h(rt->be, *spill, rt->stats_dev, n);
   if (rc) free(*spill);
   return rc;
 }
@@ -2165,7 +2231,7 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   out->tier_swaps = rt->tier_swapped;
   out->frames = rt->nframes;
   out->host_futures = rt->host_slots;
-  out->host_futures_held = rt->host_slots - rt->nhfree;
+  out->host_futures_held = rt->host_slots - rt->nhfree - rt->nclosing;
   mw_stat_row *spill;
   mw_stat_entry *en;
   int rc = read_rows(rt, &spill, &en);
