@@ -155,15 +155,11 @@ __device__ __noinline__ void mw_root_from_frame(mw_ctx *c, mw_u32 f, mw_u32 lv, 
 __device__ __noinline__ void mw_root_own(mw_ctx *c, mw_u32 f) {
   MW_PROBE(MW_PR_ROOT);
   const mw_u32 kind = c->own_kind;
-  if (c->lane == 0) {
-    bool cx;
-    {
-      MW_PROBE(MW_PR_OWN_CANCEL);
-      cx = mw_cancel_asked(c, c->own_fut);
-    }
-    mw_level_start(c, 0, c->own_fut, kind, f, MW_LV_ROOT | MW_LV_PUBLIC | (cx ? MW_LV_CANCELLED : 0u) | MW_GEN_BITS(c->own_flags),
+  if (c->lane == 0)
+    mw_level_start(c, 0, c->own_fut, kind, f,
+                   MW_LV_ROOT | MW_LV_PUBLIC | (mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
+                       MW_GEN_BITS(c->own_flags),
                    0, 0, 0, 0, 0);
-  }
   mw_u32 *dst = (mw_u32 *)c->stk;
   const mw_u32 words = (mw_kind(kind)->frame_bytes + 3u) / 4u, args = MW_INBOX_ARG_BYTES / 4u;
   for (mw_u32 i = 0; i < words && i < args; i += 2) {
@@ -1267,8 +1263,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "bulk_claim", "bulk_done", "join_claimed", "join_alone",
                                      "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed",
                                      "slot_pop", "frame_take", "rec_evict", "cs_flush", "cs_fence",
-                                     "cs_xchg", "take_free", "fin_let_go", "take_frames", "take_claim",
-                                     "take_lost", "take_fill", "own_cancel"};
+                                     "cs_xchg", "take_free", "fin_let_go"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],

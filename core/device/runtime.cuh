@@ -77,7 +77,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 56
+#define MW_NPROBES 48
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -104,8 +104,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
-       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_TAKE_FRAMES, MW_PR_TAKE_CLAIM, MW_PR_TAKE_LOST,
-       MW_PR_TAKE_FILL, MW_PR_OWN_CANCEL };
+       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO };
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
@@ -1269,11 +1268,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     MW_PROBE(MW_PR_TAKE); /* a take of n spawns, from here to its end */
     /* a frame for each, from the warp's cache (filled from the free ring in one take), lane j
      * getting the one the j-th mw_frame_alloc would give */
-    mw_u32 got = 0;
-    {
-      MW_PROBE(MW_PR_TAKE_FRAMES);
-      got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
-    }
+    const mw_u32 got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
     if (got == 0) return MW_NONE; /* no free frame: the spawns wait */
     __syncwarp();
     mw_u32 f = c->lane < got ? MW_WS(c)->free_frames[MW_WS(c)->nfree_frames - 1u - c->lane] : MW_NONE;
@@ -1283,12 +1278,8 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
       MW_WS(c)->frames_taken += got;
     }
     mw_u32 claimed = 0;
-    if (c->lane == 0) {
-      MW_PROBE(MW_PR_TAKE_CLAIM);
-      claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
-    }
+    if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
     if (!mw_bcast(claimed)) { /* another worker took them: the frames go back, in order */
-      MW_PROBE(MW_PR_TAKE_LOST);
       for (mw_u32 j = got; j-- > 0;) {
         mw_u32 g = __shfl_sync(MW_FULL, f, j);
         if (c->lane == 0) mw_frame_free(c, g);
@@ -1306,7 +1297,6 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
 #endif
       for (mw_u32 j = 0; j < got; ++j) mw_st64(&c->inbox_free[(t + j) & (cap - 1)], t + j + cap);
     }
-    MW_PROBE(MW_PR_TAKE_FILL); /* from here to the take's end */
     /* each part to its cell's frame (the arguments, parts 0..11), and the head words to the
      * cell's own lane (lane j: cell j): kind and flags in part 12, fut in 13, bulk_n in 14 */
     mw_u64 fut = 0;

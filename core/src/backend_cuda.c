@@ -33,7 +33,7 @@ typedef struct cuda_be {
   mw_CUfunction fn;
   int blocks;  /* of the loaded executor per SM, as its occupancy allows (at most MAX_BLOCKS_PER_SM) */
   int fit;     /* the same, as many as the occupancy allows */
-  int grids;   /* the loaded image launches block tasks as grids (its mw_grid_image is 1) */
+  int grids;   /* the loaded image launches block tasks as grids (its mw_grid_image) */
   unsigned dyn_smem; /* the loaded executor's dynamic shared memory per CTA (block tasks' area) */
   int fresh;   /* loaded since the last launch: the launch fits the workers to it */
   uint32_t stack_bytes; /* mw__backend_args.stack_bytes */
@@ -246,17 +246,6 @@ void mw__cuda_unregister_host(mw__backend *b, void *host) {
 }
 
 /* Loads the executor module (nothing runs now): on failure the module loaded before stays. */
-/* *v = the 4-byte word the loaded image names (a setting its generator wrote: nvrtc/generate.c,
- * put_link); 0 where the image has no such word */
-static mw_CUresult image_word(cuda_be *be, mw_CUmodule mod, const char *name, uint32_t *v) {
-  mw_CUdeviceptr at = 0;
-  size_t bytes = 0;
-  *v = 0;
-  if (mw__cu.cuModuleGetGlobal(&at, &bytes, mod, name) != MW_CUDA_SUCCESS || bytes != 4) return MW_CUDA_SUCCESS;
-  mw_CUresult r = mw__cu.cuMemcpyDtoHAsync(v, at, 4, be->aux);
-  return r == MW_CUDA_SUCCESS ? mw__cu.cuStreamSynchronize(be->aux) : r;
-}
-
 static int cuda_load(mw__backend *b, const void *image, size_t size) {
   cuda_be *be = (cuda_be *)b;
   (void)size; /* a cubin says its own size; PTX ends with its NUL */
@@ -268,11 +257,25 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   /* the dynamic shared memory of each CTA: the block area when the image has a block task (its
    * link part says how much: protocol.h, Block tasks). The kernel's default limit is 48 KiB less
    * its static shared memory (the warps' states): raised to the area whenever there is one */
-  uint32_t dyn = 0, grids = 0; /* grids: protocol.h, Block tasks, "As a grid" */
-  if (r == MW_CUDA_SUCCESS) r = image_word(be, mod, "mw_block_area_bytes", &dyn);
-  if (r == MW_CUDA_SUCCESS) r = image_word(be, mod, "mw_grid_image", &grids);
-  if (r == MW_CUDA_SUCCESS && dyn)
-    r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
+  unsigned dyn = 0;
+  if (r == MW_CUDA_SUCCESS) {
+    mw_CUdeviceptr at = 0;
+    size_t bytes = 0;
+    if (mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_block_area_bytes") == MW_CUDA_SUCCESS && bytes == 4) {
+      uint32_t v = 0;
+      r = mw__cu.cuMemcpyDtoHAsync(&v, at, 4, be->aux);
+      if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
+      dyn = v;
+    }
+    if (r == MW_CUDA_SUCCESS && dyn)
+      r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
+  }
+  int grids = 0; /* protocol.h, Block tasks, "As a grid" */
+  if (r == MW_CUDA_SUCCESS) {
+    mw_CUdeviceptr at = 0;
+    size_t bytes = 0;
+    grids = mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_grid_image") == MW_CUDA_SUCCESS;
+  }
   /* an image that launches grids from the device makes one such launch before the executor
    * runs ($MOONWARP_GRID_PRIME=0: not; bench/NOTES.md, v67) */
   const char *prime = getenv("MOONWARP_GRID_PRIME");
@@ -310,7 +313,7 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
   be->dyn_smem = dyn;
   be->blocks = blocks > MAX_BLOCKS_PER_SM ? MAX_BLOCKS_PER_SM : blocks;
   be->fit = blocks;
-  be->grids = grids != 0;
+  be->grids = grids;
   be->fresh = 1;
   return 0;
 }
