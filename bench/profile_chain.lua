@@ -1,20 +1,23 @@
 -- profile_chain.lua - a chain of dependent device hops, a series of pipelines, fib, bulk saxpy or
--- host round trips, on a few workers
+-- host round trips or a stream of host spawns, on a few workers
 -- and nothing else, for a profiler to sample (ncu --replay-mode application, see bench/NOTES.md)
 -- or for the executor's probes (MOONWARP_PROBES=1, scripts/gpu.sh probes).
---   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|fanout] [batch]
+--   luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|stream|fanout] [batch]
 --   (defaults: auto, 20000, 4, chain; workers 0: the runtime's default; for pipeline, hops is the
 --   number of pipelines of `batch` tiles (default 1), each spawned and awaited from the host; for
 --   fib, hops is n; for bulk, hops is the MB of each of x and y of a saxpy run 10 times from the
 --   host; for roundtrip, hops host spawns of a task that returns at once, each awaited before the
---   next; for fanout, hops runs of the suite's dynamic fan-out, bench/fanout.lua, one at a time)
+--   next; for stream, the same hops spawns from one spawn_many, none awaited, timed until all
+--   completed (the executor's path of a host task run back to back, its code kept warm, beside
+--   roundtrip's one at a time); for fanout, hops runs of the suite's dynamic fan-out,
+--   bench/fanout.lua, one at a time)
 local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what, batch = arg[4] or "chain", tonumber(arg[5] or 1)
-local whats = {chain = true, pipeline = true, fib = true, bulk = true, roundtrip = true, fanout = true}
+local whats = {chain = true, pipeline = true, fib = true, bulk = true, roundtrip = true, stream = true, fanout = true}
 assert(whats[what] and batch and batch >= 1
   and batch == math.floor(batch),
-  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|fanout] [batch]")
+  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|stream|fanout] [batch]")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
@@ -35,6 +38,11 @@ elseif what == "fanout" then
 elseif what == "roundtrip" then
   local nop = prog.nop
   for _ = 1, hops do assert(nop():await(60) == 1) end
+elseif what == "stream" then
+  local before = rt:stats().tasks.nop.completed
+  assert(prog.nop:spawn_many(hops, nil, { futures = false }) == hops)
+  while rt:stats().tasks.nop.completed - before < hops do mw.run(0.0005) end
+  assert(rt:stats().tasks.nop.completed - before == hops, "every spawn completed once")
 elseif what == "bulk" then
   local n = hops * 262144
   local x, y = rt:buffer("float", n), rt:buffer("float", n)
@@ -55,7 +63,7 @@ else
   for _ = 1, hops do assert(prog.pipeline(t, m, u, batch):await(60) == batch) end
 end
 local noun = ({chain = "hops", pipeline = ("pipelines of batch %d"):format(batch), fib = "fib tasks",
-  bulk = "bulk instances", roundtrip = "round trips", fanout = "fan-outs"})[what]
+  bulk = "bulk instances", roundtrip = "round trips", stream = "host spawns in a stream", fanout = "fan-outs"})[what]
 print(("%d %s in %.3f s: %.2f us each on %s, %d workers"):format(count, noun,
   mw.now() - t0, (mw.now() - t0) * 1e6 / count, rt.backend, rt:stats().workers))
 if what == "pipeline" or what == "bulk" then -- what the spawners chose by: one instance's time as last timed
