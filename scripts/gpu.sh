@@ -17,6 +17,10 @@
 #              pipeline (of each batch of $PROBE_BATCHES), fib(18) and host round trips on
 #              $PROBE_WORKERS, beside bench/micro/'s cost of each kind of operation
 #              ($PROBE_VARIANTS: variants of the executor timed the same way)
+#   hostpath   the host's path through the executor: bench_roundtrip (C round trip and a stream of
+#              a million spawns), bench/core.lua per variant of $HOSTPATH_VARIANTS (default
+#              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns), and the probes of every poller
+#              for host tasks one at a time (roundtrip) and back to back (stream)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
 #              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
@@ -82,7 +86,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [fibscale]=60 [blocks]=60 [blockfault]=120)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [hostpath]=150 [fibscale]=60 [blocks]=60 [blockfault]=120)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -305,6 +309,18 @@ if want core; then
     for w in ${CORE_WORKERS:-0}; do timeout 100 luajit bench/core.lua cuda "$w"; done
   }
   per_variant "${CORE_VARIANTS:--}" core.txt core_at
+fi
+if want hostpath; then
+  step "the host's path: C round trip and stream, the pollers, probes one at a time and back to back"
+  timeout 60 ./build-gpu/bench_roundtrip 5000 1000000 2>&1 | tee -a "$out/hostpath.txt"
+  hp_core() { timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("; }
+  per_variant "${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u} ${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}" \
+    hostpath.txt hp_core
+  for m in roundtrip stream; do
+    echo "# probes: $m, 20000 host tasks, 528 workers (the pollers are workers 0-3)" | tee -a "$out/hostpath.txt"
+    MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda 20000 528 $m 2>&1 |
+      grep -v "^probe worker \([4-9]\|[1-9][0-9]\)" | grep -v "bcast\|diverged" | tee -a "$out/hostpath.txt"
+  done
 fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
