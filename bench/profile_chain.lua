@@ -15,9 +15,10 @@ local mw = require "moonwarp"
 local backend, hops, workers = arg[1], tonumber(arg[2] or 20000), tonumber(arg[3] or 4)
 local what, batch = arg[4] or "chain", tonumber(arg[5] or 1)
 local whats = {chain = true, pipeline = true, fib = true, bulk = true, roundtrip = true, stream = true, fanout = true}
-assert(whats[what] and batch and batch >= 1
-  and batch == math.floor(batch),
-  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|stream|fanout] [batch]")
+local function whole(x, least) return x and x >= least and x == math.floor(x) end
+assert(whats[what] and whole(hops, 1) and whole(workers, 0) and whole(batch, 1),
+  "usage: luajit bench/profile_chain.lua [backend] [hops] [workers] [chain|pipeline|fib|bulk|roundtrip|stream|fanout] [batch]"
+  .. " (hops and batch whole numbers from 1, workers from 0)")
 local rt = assert(mw.runtime { backend = backend, workers = workers > 0 and workers or nil, frame_bytes = 512 })
 local here = (arg and arg[0] or "bench/profile_chain.lua"):match("^(.*)/[^/]*$") or "."
 local prog = assert(rt:compile(dofile(here .. "/tasks.lua"), "bench/tasks.lua"))
