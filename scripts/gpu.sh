@@ -314,8 +314,8 @@ if want hostpath; then
   step "the host's path: C round trip and stream, the pollers, probes one at a time and back to back"
   timeout 60 ./build-gpu/bench_roundtrip 5000 1000000 2>&1 | tee -a "$out/hostpath.txt"
   hp_core() { timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("; }
-  per_variant "${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u} ${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}" \
-    hostpath.txt hp_core
+  hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
+  per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
   for m in roundtrip stream; do
     echo "# probes: $m, 20000 host tasks, 528 workers (the pollers are workers 0-3)" | tee -a "$out/hostpath.txt"
     MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda 20000 528 $m 2>&1 |
