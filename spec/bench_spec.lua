@@ -184,3 +184,24 @@ describe("bench/block_fault.lua #sim", function()
     assert.truthy(out:find("stack_bytes: a number of bytes, got lots", 1, true), out)
   end)
 end)
+
+describe("bench/profile_chain.lua #sim", function()
+  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  it("runs a stream of host spawns to the last completion, and round trips one at a time", function()
+    local status, out = support.run(env .. "luajit bench/profile_chain.lua sim 300 4 stream")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("300 host spawns in a stream in ", 1, true), out)
+    status, out = support.run(env .. "luajit bench/profile_chain.lua sim 50 4 roundtrip")
+    assert.equals(0, status, out)
+    assert.truthy(out:find("50 round trips in ", 1, true), out)
+  end)
+
+  it("refuses an unknown mode and counts that are no whole numbers, saying what it takes", function()
+    for _, args in ipairs { "300 4 streams", "0 4 stream", "2.5 4 roundtrip", "abc", "10 x chain", "10 4 pipeline 0" } do
+      local status, out = support.run(env .. "luajit bench/profile_chain.lua sim " .. args)
+      assert.are_not.equals(0, status, args .. ": " .. out)
+      assert.truthy(out:find("(hops and batch whole numbers from 1, workers from 0)", 1, true), args .. ": " .. out)
+    end
+  end)
+end)
