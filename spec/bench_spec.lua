@@ -2,6 +2,19 @@
 -- and bench/core.lua its trace (figures are measured on a GPU; here only that it all works).
 local support = require "spec.support"
 
+-- Runs "luajit bench/<args>" with this process's module paths: the exit status and the output.
+local function bench(args)
+  return support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " luajit bench/" .. args)
+end
+
+-- bench/<args> exits with a failure and says text.
+local function refuses(args, text)
+  local status, out = bench(args)
+  assert.are_not.equals(0, status, args .. ": " .. out)
+  assert.truthy(out:find(text, 1, true), args .. ": " .. out)
+end
+
 -- Runs bench/suite.lua --quick on sim with a fake baselines program that prints lines: the
 -- exit status, the output and bench.csv.
 local function run_with(lines)
@@ -152,9 +165,7 @@ describe("bench/blocks.lua #sim", function()
 
   it("refuses a worker count below one worker CTA or no whole number, saying which", function()
     for _, w in ipairs { "3", "6.5", "many" } do
-      local status, out = support.run(env .. "luajit bench/blocks.lua sim " .. w)
-      assert.are_not.equals(0, status, out)
-      assert.truthy(out:find('workers must be a whole number of at least 4 (one worker CTA), got "' .. w .. '"', 1, true), out)
+      refuses("blocks.lua sim " .. w, 'workers must be a whole number of at least 4 (one worker CTA), got "' .. w .. '"')
     end
   end)
 end)
@@ -186,22 +197,18 @@ describe("bench/block_fault.lua #sim", function()
 end)
 
 describe("bench/profile_chain.lua #sim", function()
-  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
   it("runs a stream of host spawns to the last completion, and round trips one at a time", function()
-    local status, out = support.run(env .. "luajit bench/profile_chain.lua sim 300 4 stream")
+    local status, out = bench("profile_chain.lua sim 300 4 stream")
     assert.equals(0, status, out)
     assert.truthy(out:find("300 host spawns in a stream in ", 1, true), out)
-    status, out = support.run(env .. "luajit bench/profile_chain.lua sim 50 4 roundtrip")
+    status, out = bench("profile_chain.lua sim 50 4 roundtrip")
     assert.equals(0, status, out)
     assert.truthy(out:find("50 round trips in ", 1, true), out)
   end)
 
   it("refuses an unknown mode and counts that are no whole numbers, saying what it takes", function()
     for _, args in ipairs { "300 4 streams", "0 4 stream", "2.5 4 roundtrip", "abc", "10 x chain", "10 4 pipeline 0" } do
-      local status, out = support.run(env .. "luajit bench/profile_chain.lua sim " .. args)
-      assert.are_not.equals(0, status, args .. ": " .. out)
-      assert.truthy(out:find("(hops and batch whole numbers from 1, workers from 0)", 1, true), args .. ": " .. out)
+      refuses("profile_chain.lua sim " .. args, "(hops and batch whole numbers from 1, workers from 0)")
     end
   end)
 end)
