@@ -1361,11 +1361,16 @@ static int hslot_closed(mw_runtime *rt, uint32_t s) {
   return 1;
 }
 
-/* Host slot s, let go of, to the free list; by way of the closing ring while the device has
- * not closed it yet (a spawn must not get it before). */
+/* Host slot s, let go of, to the free list; by way of the closing ring while it is closing (a
+ * spawn must not get it before the device closed it). Its closed word is not read here: the
+ * device closes a slot microseconds after its record, which the host has only just read, so
+ * the ring's reader (take_closed) is the one to look. */
 static void hslot_free(mw_runtime *rt, uint32_t s) {
   rt->hs[s].live = 0;
-  if (hslot_closed(rt, s)) rt->hfree[rt->nhfree++] = s;
+  if (!rt->hs[s].closing || rt->faulted) {
+    if (rt->hs[s].closing) hslot_closed(rt, s); /* faulted: counted as closed */
+    rt->hfree[rt->nhfree++] = s;
+  }
   else rt->closing[(rt->closing_head + rt->nclosing++) % rt->host_slots] = s;
 }
 
@@ -2175,7 +2180,7 @@ MW_API void mw_buffer_free(mw_buffer *b) {
  * that stopped answering. */
 static int wait_closed(mw_runtime *rt) {
   wait_state w;
-  wait_begin(&w, CLOSE_WAIT_S, 0);
+  wait_begin(&w, CLOSE_WAIT_S, 1); /* closed microseconds after its record: spin first */
   for (;;) {
     for (uint32_t s = 0; s < rt->host_slots && rt->nclosing_live; ++s) hslot_closed(rt, s);
     if (!rt->nclosing_live) return 0;
