@@ -925,6 +925,9 @@ static void put_link(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw__
     mw__sb_puts(b, "extern \"C\" __device__ const mw_u32 mw_block_area_bytes = ");
     if (!blocks) mw__sb_puts(b, "0u;\n");
     else mw__sb_puts(b, one_unit ? "mw_block_area_need();\n" : "MW_BLOCK_SMEM;\n");
+    /* whether the image launches block tasks as grids (put_grids): a word in every image, so
+     * that the load reads it rather than asks for a symbol that may be absent */
+    mw__sb_printf(b, "extern \"C\" __device__ const mw_u32 mw_grid_image = %uu;\n", one_unit && opts->grids ? 1u : 0u);
   }
   kind_at *owner = kinds_at(progs, nprogs, nk);
   if (!owner) {
@@ -1048,7 +1051,6 @@ static void put_grids(mw__sb *b, mw__parsed *const *progs, int nprogs, const mw_
                       "cudaStreamFireAndForget>>>(st, f, first); break;\n",
                       progs[i]->tasks[k].kind, progs[i]->tasks[k].kind);
   mw__sb_puts(b, "  default: return false;\n  }\n  return cudaGetLastError() == cudaSuccess;\n}\n"
-                 "extern \"C\" __device__ const mw_u32 mw_grid_image = 1u;\n"
                  /* launched once from the host as the image is loaded, before the executor: a
                   * launch from the device (backend_cuda.c, cuda_load) */
                  "__global__ void mw_grid_prime_child() {}\n"

@@ -245,6 +245,20 @@ void mw__cuda_unregister_host(mw__backend *b, void *host) {
   mw__cu.cuMemHostUnregister(host);
 }
 
+/* A 32-bit word the image's link part defines (generate.c, put_link: every image has each):
+ * 0 where the symbol is absent or of another size. */
+static mw_CUresult image_word(cuda_be *be, mw_CUmodule mod, const char *name, unsigned *v) {
+  mw_CUdeviceptr at = 0;
+  size_t bytes = 0;
+  uint32_t w = 0;
+  *v = 0;
+  if (mw__cu.cuModuleGetGlobal(&at, &bytes, mod, name) != MW_CUDA_SUCCESS || bytes != 4) return MW_CUDA_SUCCESS;
+  mw_CUresult r = mw__cu.cuMemcpyDtoHAsync(&w, at, 4, be->aux);
+  if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
+  *v = w;
+  return r;
+}
+
 /* Loads the executor module (nothing runs now): on failure the module loaded before stays. */
 static int cuda_load(mw__backend *b, const void *image, size_t size) {
   cuda_be *be = (cuda_be *)b;
@@ -258,24 +272,11 @@ static int cuda_load(mw__backend *b, const void *image, size_t size) {
    * link part says how much: protocol.h, Block tasks). The kernel's default limit is 48 KiB less
    * its static shared memory (the warps' states): raised to the area whenever there is one */
   unsigned dyn = 0;
-  if (r == MW_CUDA_SUCCESS) {
-    mw_CUdeviceptr at = 0;
-    size_t bytes = 0;
-    if (mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_block_area_bytes") == MW_CUDA_SUCCESS && bytes == 4) {
-      uint32_t v = 0;
-      r = mw__cu.cuMemcpyDtoHAsync(&v, at, 4, be->aux);
-      if (r == MW_CUDA_SUCCESS) r = mw__cu.cuStreamSynchronize(be->aux);
-      dyn = v;
-    }
-    if (r == MW_CUDA_SUCCESS && dyn)
-      r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
-  }
-  int grids = 0; /* protocol.h, Block tasks, "As a grid" */
-  if (r == MW_CUDA_SUCCESS) {
-    mw_CUdeviceptr at = 0;
-    size_t bytes = 0;
-    grids = mw__cu.cuModuleGetGlobal(&at, &bytes, mod, "mw_grid_image") == MW_CUDA_SUCCESS;
-  }
+  if (r == MW_CUDA_SUCCESS) r = image_word(be, mod, "mw_block_area_bytes", &dyn);
+  if (r == MW_CUDA_SUCCESS && dyn)
+    r = mw__cu.cuFuncSetAttribute(fn, MW_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dyn);
+  unsigned grids = 0; /* protocol.h, Block tasks, "As a grid" */
+  if (r == MW_CUDA_SUCCESS) r = image_word(be, mod, "mw_grid_image", &grids);
   /* an image that launches grids from the device makes one such launch before the executor
    * runs ($MOONWARP_GRID_PRIME=0: not; bench/NOTES.md, v67) */
   const char *prime = getenv("MOONWARP_GRID_PRIME");
