@@ -90,6 +90,10 @@ int main(int argc, char **argv) {
     }
     printf("C fire-and-forget spawns on %s, %u: %.0f spawns/s completed (the spawn calls alone: "
            "%.0f/s)\n", mw_runtime_backend(rt), made, made / t1, made / ts);
+    printf("  of the calls' %.3f s: %.3f s in %llu waits for a host future, %.3f s in %llu waits "
+           "for an inbox cell\n", ts, s1.waits_future_s - s0.waits_future_s,
+           (unsigned long long)(s1.waits_future - s0.waits_future), s1.waits_inbox_s - s0.waits_inbox_s,
+           (unsigned long long)(s1.waits_inbox - s0.waits_inbox));
   }
   /* bursts of 2048 spawns into a drained inbox (4096 cells) with host futures to spare: no call
    * can wait for capacity, so this is the host's own cost of a spawn, whatever the device does */

@@ -420,6 +420,12 @@ static int l_stats(lua_State *L) {
   set_u64(L, "queued_local", s.queued_local);
   set_u64(L, "tier_swaps", s.tier_swaps);
   set_u64(L, "grids", s.grids);
+  set_u64(L, "waits_future", s.waits_future);
+  set_u64(L, "waits_inbox", s.waits_inbox);
+  lua_pushnumber(L, s.waits_future_s);
+  lua_setfield(L, -2, "waits_future_s");
+  lua_pushnumber(L, s.waits_inbox_s);
+  lua_setfield(L, -2, "waits_inbox_s");
   lua_pushnumber(L, s.heartbeat_age_s);
   lua_setfield(L, -2, "heartbeat_age_s");
   /* every kind's counters from one read */

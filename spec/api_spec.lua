@@ -649,6 +649,24 @@ task int broken(int x) { return x +; }
     small:close()
   end)
 
+  it("counts the spawns that waited for a host future, and the time they waited", function()
+    own_runtime()
+    local small = support.runtime(backend, { host_futures = 4 })
+    local p = support.compile(small, SMALL_SOURCE, "small.cu")
+    local s0 = small:stats()
+    assert.equals(0, s0.waits_future)
+    assert.equals(0, s0.waits_future_s)
+    assert.equals(0, s0.waits_inbox)
+    p.add:spawn_many(64, function(i) return i, 1 end, { futures = false })
+    assert.equals(3, p.add(1, 2):await(30))
+    local s1 = small:stats()
+    -- a wait frees at most the 4 futures there are: 60 spawns past the first 4 wait 15 times or more
+    assert.is_true(s1.waits_future >= 15, tostring(s1.waits_future))
+    assert.is_true(s1.waits_future_s > 0)
+    assert.equals(0, s1.waits_inbox) -- 65 spawns never fill the inbox
+    small:close()
+  end)
+
   describe("after rt:close()", function()
     local rt2, prog2, f, buf
 

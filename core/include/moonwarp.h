@@ -153,6 +153,11 @@ typedef struct mw_stats {
   uint64_t queued_local;  /* tasks in the workers' deques and LIFO slots */
   uint64_t tier_swaps;    /* build "tiered": one-unit images swapped in behind parts loads */
   uint64_t grids;         /* block tasks whose instances ran as a grid launched from the device */
+  /* host spawns that found no free host future (its slot not yet closed by the device, or
+   * held), and that found the inbox full (the device had not taken the spawns before), and the
+   * seconds they waited for it: where a stream of spawns spends what its calls do not */
+  uint64_t waits_future, waits_inbox;
+  double waits_future_s, waits_inbox_s;
 } mw_stats;
 
 MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out);

@@ -165,6 +165,8 @@ struct mw_runtime {
   uint32_t ndeferred;  /* host slots waiting for their device holders (mw__hslot.deferred) */
   double last_sweep;   /* when hrefs was last read */
   uint64_t host_spawned, host_completed, in_flight;
+  uint64_t waits_future, waits_inbox; /* mw_stats: spawns that waited, and for how long */
+  double waits_future_s, waits_inbox_s;
   /* programs and buffers */
   mw_program **progs;
   int nprogs;

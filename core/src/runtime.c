@@ -1758,7 +1758,21 @@ MW_API int mw_runtime_set_interrupt(mw_runtime *rt, const volatile int *flag) {
 }
 
 /* Takes a free host slot, waiting as the timeout allows for one to be freed. */
+static int wait_slot_long(mw_runtime *rt, double timeout_s, uint32_t *slot);
 static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
+  if (rt->nhfree) {
+    *slot = rt->hfree[--rt->nhfree];
+    return 0;
+  }
+  /* counted and timed only when it waits (mw_stats.waits_future) */
+  double t0 = mw__now();
+  rt->waits_future++;
+  int rc = wait_slot_long(rt, timeout_s, slot);
+  rt->waits_future_s += mw__now() - t0;
+  return rc;
+}
+
+static int wait_slot_long(mw_runtime *rt, double timeout_s, uint32_t *slot) {
   wait_state w;
   wait_begin(&w, timeout_s, 0);
   for (;;) {
@@ -1831,9 +1845,19 @@ static void inbox_write(mw_runtime *rt, uint64_t tk, const uint32_t d[MW_INBOX_W
 
 /* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
  * requests). Returns 0, or an error code. */
+static int inbox_wait_long(mw_runtime *rt, double timeout_s);
 static int inbox_wait(mw_runtime *rt, double timeout_s) {
+  if (cell_free(rt, rt->inbox_tail)) return 0;
+  /* counted and timed only when it waits (mw_stats.waits_inbox) */
+  double t0 = mw__now();
+  rt->waits_inbox++;
+  int rc = inbox_wait_long(rt, timeout_s);
+  rt->waits_inbox_s += mw__now() - t0;
+  return rc;
+}
+
+static int inbox_wait_long(mw_runtime *rt, double timeout_s) {
   uint64_t tk = rt->inbox_tail;
-  if (cell_free(rt, tk)) return 0;
   /* full: wait until half of it is free (the device takes spawns in order), so that the
    * spawns that follow find their cells without a wait each */
   uint64_t far = tk + rt->inbox_cap / 2 - 1;
@@ -2237,6 +2261,10 @@ MW_API int mw_runtime_stats(mw_runtime *rt, mw_stats *out) {
   out->heartbeat_age_s = now - (rt->heartbeat_seen ? rt->heartbeat_seen : rt->t_start);
   out->launches = rt->launches;
   out->tier_swaps = rt->tier_swapped;
+  out->waits_future = rt->waits_future;
+  out->waits_inbox = rt->waits_inbox;
+  out->waits_future_s = rt->waits_future_s;
+  out->waits_inbox_s = rt->waits_inbox_s;
   out->frames = rt->nframes;
   out->host_futures = rt->host_slots;
   out->host_futures_held = rt->host_slots - rt->nhfree - rt->nclosing;
