@@ -40,10 +40,17 @@ elseif what == "roundtrip" then
   local nop = prog.nop
   for _ = 1, hops do assert(nop():await(60) == 1) end
 elseif what == "stream" then
-  local before = rt:stats().tasks.nop.completed
+  local s0 = rt:stats()
+  local before = s0.tasks.nop.completed
+  local t1 = mw.now()
   assert(prog.nop:spawn_many(hops, nil, { futures = false }) == hops)
+  local calls = mw.now() - t1
+  local s1 = rt:stats()
   while rt:stats().tasks.nop.completed - before < hops do mw.run(0.0005) end
   assert(rt:stats().tasks.nop.completed - before == hops, "every spawn completed once")
+  print(("the spawn call %.3f s: %.3f s in %d waits for a host future, %.3f s in %d waits for an inbox cell"):format(
+    calls, s1.waits_future_s - s0.waits_future_s, s1.waits_future - s0.waits_future,
+    s1.waits_inbox_s - s0.waits_inbox_s, s1.waits_inbox - s0.waits_inbox))
 elseif what == "bulk" then
   local n = hops * 262144
   local x, y = rt:buffer("float", n), rt:buffer("float", n)

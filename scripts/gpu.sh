@@ -20,7 +20,8 @@
 #   hostpath   the host's path through the executor: bench_roundtrip (C round trip and a stream of
 #              a million spawns), bench/core.lua per variant of $HOSTPATH_VARIANTS (default
 #              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns), and the probes of every poller
-#              for host tasks one at a time (roundtrip) and back to back (stream)
+#              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
+#              of them, default 20000)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
 #              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
@@ -317,9 +318,14 @@ if want hostpath; then
   hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
   per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
   for m in roundtrip stream; do
-    echo "# probes: $m, 20000 host tasks, 528 workers (the pollers are workers 0-3)" | tee -a "$out/hostpath.txt"
-    MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda 20000 528 $m 2>&1 |
-      grep -v "^probe worker \([4-9]\|[1-9][0-9]\)" | grep -v "bcast\|diverged" | tee -a "$out/hostpath.txt"
+    n=20000
+    [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
+    echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3)" | tee -a "$out/hostpath.txt"
+    # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
+    MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 | grep -v "bcast\|diverged" |
+      awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
+        END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }' |
+      tee -a "$out/hostpath.txt"
   done
 fi
 if want fanout; then
