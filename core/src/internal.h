@@ -184,6 +184,7 @@ struct mw_runtime {
   int exec_debug;     /* exec_obj was built for a debugger */
   uint32_t nkinds;
   char *kind_names[MW_MAX_KINDS]; /* mw_runtime_kind_name, set as each program loads */
+  uint8_t kind_ret[MW_MAX_KINDS]; /* each kind's result type (mw_type), for its completions */
   /* the counters of each kind when a program took it again after one that was dropped: its
    * figures count from there */
   uint64_t kind_base[MW_MAX_KINDS][4];

@@ -1176,6 +1176,7 @@ static void name_kinds(mw_runtime *rt, const mw_program *p) {
     char buf[160];
     snprintf(buf, sizeof buf, dup ? "%s#%u" : "%s", t->name, t->kind);
     rt->kind_names[t->kind] = mw__strdup(buf);
+    rt->kind_ret[t->kind] = (uint8_t)t->ret;
   }
 }
 
@@ -1205,6 +1206,7 @@ static void drop_programs(mw_runtime *rt, mw_program *const *drop, int n) {
       uint32_t kind = p->parsed.tasks[k].kind;
       free(rt->kind_names[kind]);
       rt->kind_names[kind] = NULL;
+      rt->kind_ret[kind] = MW_T_VOID;
     }
     int j = 0;
     for (int i = 0; i < rt->nprogs; ++i)
@@ -1452,12 +1454,7 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw__comp_rec *c, cons
   r->status = c->status == MW_ST_OK ? MW_OK : c->status == MW_ST_CANCELLED ? MW_ECANCELED
                                                                            : MW_EFAILED;
   r->code = c->code;
-  uint32_t kind = c->kind;
-  mw_type ty = MW_T_VOID;
-  for (int i = 0; i < rt->nprogs; ++i)
-    for (int k = 0; k < rt->progs[i]->parsed.ntasks; ++k)
-      if (rt->progs[i]->parsed.tasks[k].kind == kind) ty = rt->progs[i]->parsed.tasks[k].ret;
-  if (h->bulk) ty = MW_T_VOID;
+  mw_type ty = c->kind < MW_MAX_KINDS && !h->bulk ? (mw_type)rt->kind_ret[c->kind] : MW_T_VOID;
   r->type = ty;
   r->value.u = c->value;
   switch (c->rtype) { /* normalise to the public union: .i, .u or .d */
@@ -1479,7 +1476,7 @@ static void set_result(mw_runtime *rt, mw__hslot *h, const mw__comp_rec *c, cons
     size_t n = strlen(msg);
     int cut = n == MW_MSG_BYTES - 1 && strcmp(msg + n - 3, "...") != 0;
     snprintf(r->message, sizeof r->message, "%s%s", msg, cut ? "..." : "");
-    if (!cut) user_message_line(rt, kind, r->message, sizeof r->message);
+    if (!cut) user_message_line(rt, c->kind, r->message, sizeof r->message);
   }
 }
 
