@@ -1369,11 +1369,12 @@ static int hslot_closed(mw_runtime *rt, uint32_t s) {
  * the ring's reader (take_closed) is the one to look. */
 static void hslot_free(mw_runtime *rt, uint32_t s) {
   rt->hs[s].live = 0;
-  if (!rt->hs[s].closing || rt->faulted) {
-    if (rt->hs[s].closing) hslot_closed(rt, s); /* faulted: counted as closed */
+  if (rt->hs[s].closing && !rt->faulted) {
+    rt->closing[(rt->closing_head + rt->nclosing++) % rt->host_slots] = s;
+  } else {
+    hslot_closed(rt, s); /* closed, or a faulted device's: counted so */
     rt->hfree[rt->nhfree++] = s;
   }
-  else rt->closing[(rt->closing_head + rt->nclosing++) % rt->host_slots] = s;
 }
 
 /* The slots of the closing ring that the device has closed, oldest first, to the free list. */
