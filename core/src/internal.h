@@ -220,7 +220,33 @@ void mw__relaunch_after_alloc(mw_runtime *rt);
  * that the executor reports, as an await's resume point). */
 int mw__kind_line(const mw_runtime *rt, uint32_t kind, int line);
 
-/* A completion record as the host reads it (protocol.h, completion ring; runtime.c reads it
+/* The parts of a runtime's host side, one file each (runtime.c's first lines say which), as they
+ * use one another. */
+#define DEFAULT_FRAME_BYTES 256u
+/* runtime.c: the executor's start, stop and health; a failure message's lines put as the user's */
+int mw__start_executor(mw_runtime *rt);
+int mw__stop_executor(mw_runtime *rt, double deadline);
+int mw__restart_executor(mw_runtime *rt);
+int mw__check_alive(mw_runtime *rt); /* a fault marks the runtime faulted; returns it */
+int mw__usable(mw_runtime *rt);      /* 0, or why nothing may be spawned (with the message) */
+void mw__user_message_line(const mw_runtime *rt, uint32_t kind, char *msg, size_t cap);
+void mw__program_free(mw_program *p);
+size_t mw__stats_bytes(const mw_runtime *rt); /* the kinds' rows in device memory, in bytes */
+uint64_t mw__hints_dev(const mw_runtime *rt); /* the kinds' instance times after them */
+int mw__grid_env_ok(void);
+int mw__build_of_env(const char **out);
+int mw__frame_bytes_ok(uint32_t frame_bytes);
+/* programs.c: the one-unit build behind a parts load (build "tiered") */
+void mw__tier_abandon(mw_runtime *rt);
+void mw__tier_try(mw_runtime *rt);
+/* host_futures.c: host slots, let go of or settled; the wait for the device's closed words */
+void mw__hslot_settle(mw_runtime *rt, uint32_t s);
+void mw__hslot_free(mw_runtime *rt, uint32_t s);
+int mw__wait_closed(mw_runtime *rt);
+/* stats.c: the kinds' counters as the device keeps them */
+int mw__kinds_stats_raw(mw_runtime *rt, uint32_t first, uint32_t n, uint64_t (*out)[4]);
+
+/* A completion record as the host reads it (protocol.h, completion ring; host_futures.c reads it
  * whole or not at all: mw__comp_read returns whether ticket t's has arrived). */
 typedef struct mw__comp_rec {
   uint64_t fut, value;
