@@ -201,6 +201,8 @@ describe("bench/profile_chain.lua #sim", function()
     local status, out = bench("profile_chain.lua sim 300 4 stream")
     assert.equals(0, status, out)
     assert.truthy(out:find("300 host spawns in a stream in ", 1, true), out)
+    -- where the spawn call waited: 300 spawns fit the 4096 inbox cells and the host futures
+    assert.truthy(out:find("in 0 waits for a host future, [%d.]+ s in 0 waits for an inbox cell"), out)
     status, out = bench("profile_chain.lua sim 50 4 roundtrip")
     assert.equals(0, status, out)
     assert.truthy(out:find("50 round trips in ", 1, true), out)
