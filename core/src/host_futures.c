@@ -273,21 +273,7 @@ MW_API int mw_runtime_set_interrupt(mw_runtime *rt, const volatile int *flag) {
   return 0;
 }
 
-/* Takes a free host slot, waiting as the timeout allows for one to be freed. */
-static int wait_slot_long(mw_runtime *rt, double timeout_s, uint32_t *slot);
-static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
-  if (rt->nhfree) {
-    *slot = rt->hfree[--rt->nhfree];
-    return 0;
-  }
-  /* counted and timed only when it waits (mw_stats.waits_future) */
-  double t0 = mw__now();
-  rt->waits_future++;
-  int rc = wait_slot_long(rt, timeout_s, slot);
-  rt->waits_future_s += mw__now() - t0;
-  return rc;
-}
-
+/* wait_slot's wait, once the free list is empty. */
 static int wait_slot_long(mw_runtime *rt, double timeout_s, uint32_t *slot) {
   wait_state w;
   wait_begin(&w, timeout_s, 0);
@@ -316,6 +302,20 @@ static int wait_slot_long(mw_runtime *rt, double timeout_s, uint32_t *slot) {
       return rc;
     }
   }
+}
+
+/* Takes a free host slot, waiting as the timeout allows for one to be freed. */
+static int wait_slot(mw_runtime *rt, double timeout_s, uint32_t *slot) {
+  if (rt->nhfree) {
+    *slot = rt->hfree[--rt->nhfree];
+    return 0;
+  }
+  /* counted and timed only when it waits (mw_stats.waits_future) */
+  double t0 = mw__now();
+  rt->waits_future++;
+  int rc = wait_slot_long(rt, timeout_s, slot);
+  rt->waits_future_s += mw__now() - t0;
+  return rc;
 }
 
 static int check_nargs(mw_runtime *rt, const mw__task *t, int nargs) {
@@ -359,19 +359,7 @@ static void inbox_write(mw_runtime *rt, uint64_t tk, const uint32_t d[MW_INBOX_W
                           memory_order_relaxed);
 }
 
-/* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
- * requests). Returns 0, or an error code. */
-static int inbox_wait_long(mw_runtime *rt, double timeout_s);
-static int inbox_wait(mw_runtime *rt, double timeout_s) {
-  if (cell_free(rt, rt->inbox_tail)) return 0;
-  /* counted and timed only when it waits (mw_stats.waits_inbox) */
-  double t0 = mw__now();
-  rt->waits_inbox++;
-  int rc = inbox_wait_long(rt, timeout_s);
-  rt->waits_inbox_s += mw__now() - t0;
-  return rc;
-}
-
+/* inbox_wait's wait, once the next cell is not free. */
 static int inbox_wait_long(mw_runtime *rt, double timeout_s) {
   uint64_t tk = rt->inbox_tail;
   /* full: wait until half of it is free (the device takes spawns in order), so that the
@@ -393,6 +381,18 @@ static int inbox_wait_long(mw_runtime *rt, double timeout_s) {
     }
   }
   return 0;
+}
+
+/* Waits up to timeout_s for the inbox cell of the next ticket to be free (spawns and cancel
+ * requests). Returns 0, or an error code. */
+static int inbox_wait(mw_runtime *rt, double timeout_s) {
+  if (cell_free(rt, rt->inbox_tail)) return 0;
+  /* counted and timed only when it waits (mw_stats.waits_inbox) */
+  double t0 = mw__now();
+  rt->waits_inbox++;
+  int rc = inbox_wait_long(rt, timeout_s);
+  rt->waits_inbox_s += mw__now() - t0;
+  return rc;
 }
 
 /* A spawn given host futures as arguments holds them: each stays (its slot not reused) until
