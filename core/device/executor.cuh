@@ -157,7 +157,8 @@ __device__ __noinline__ void mw_root_own(mw_ctx *c, mw_u32 f) {
   const mw_u32 kind = c->own_kind;
   if (c->lane == 0)
     mw_level_start(c, 0, c->own_fut, kind, f,
-                   MW_LV_ROOT | MW_LV_PUBLIC | (mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
+                   MW_LV_ROOT | MW_LV_PUBLIC |
+                       ((MW_OWN_CANCEL_READ || c->own_cancels) && mw_cancel_asked(c, c->own_fut) ? MW_LV_CANCELLED : 0u) |
                        MW_GEN_BITS(c->own_flags),
                    0, 0, 0, 0, 0);
   mw_u32 *dst = (mw_u32 *)c->stk;
@@ -1220,7 +1221,8 @@ __device__ void mw_executor(mw_state *st) {
     if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     bool own = f != MW_NONE; /* a frame this warp wrote from the inbox itself */
     if (f == MW_NONE && (general || mw_own_ready(&c))) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
+    if (f == MW_NONE && !rec && general &&
+        (poller || (idle & 1023) == 1023) && mw_bcast(c.lane == 0 ? (mw_u32)mw_inbox_quiet(&c) : 0u)) {
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
       own = f != MW_NONE;
       if (own && poller) hot = MW_GLOBALTIMER(); /* the host is at work */

@@ -919,6 +919,11 @@ typedef struct mw_state {
   mw_u64 node_head;
   mw_u64 gq_head, gq_tail;
   mw_u64 inbox_head;   /* next inbox ticket to take */
+  mw_u64 take_last;    /* globaltimer at a poller's last claim from the inbox, its low 6 bits the
+                        * poller's worker id (plain store, a hint): with MW_TAKE_QUIET_NS the
+                        * other workers, with MW_TAKE_QUIET_POLLER_NS the other pollers, leave
+                        * the inbox to the pollers, or to that poller, while it is that recent
+                        * (runtime.cuh, mw_inbox_quiet) */
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
   mw_u32 stop;         /* written by the host (see Stopping above) */

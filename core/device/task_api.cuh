@@ -143,6 +143,7 @@ struct mw_ctx {
    * as its registers had it: kind, future, frame flags (every lane), and 8 bytes of its
    * arguments in each lane: lane own_lane0 + i holds bytes 8i .. 8i+3 (lo) and 8i+4 .. 8i+7 (hi) */
   mw_u32 own_kind, own_flags, own_lane0;
+  mw_u32 own_cancels; /* the take carried out a cancel request (MW_OWN_CANCEL_READ) */
   mw_u64 own_fut;
   mw_u32 own_lo, own_hi;
   mw_u64 ran;        /* the child that the latest spawn-now ran at once, for the await right
