@@ -17,9 +17,10 @@
 #              pipeline (of each batch of $PROBE_BATCHES), fib(18) and host round trips on
 #              $PROBE_WORKERS, beside bench/micro/'s cost of each kind of operation
 #              ($PROBE_VARIANTS: variants of the executor timed the same way)
-#   hostpath   the host's path through the executor: bench_roundtrip (C round trip and a stream of
-#              a million spawns), bench/core.lua per variant of $HOSTPATH_VARIANTS (default
-#              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns), and the probes of every poller
+#   hostpath   the host's path through the executor: per variant of $HOSTPATH_VARIANTS (default
+#              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns) bench_roundtrip (C round trip and
+#              a stream of $HOSTPATH_C_STREAM spawns, default 500000) and bench/core.lua; then the
+#              probes of the default build's every poller
 #              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
 #              of them, default 20000)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
@@ -313,8 +314,11 @@ if want core; then
 fi
 if want hostpath; then
   step "the host's path: C round trip and stream, the pollers, probes one at a time and back to back"
-  timeout 60 ./build-gpu/bench_roundtrip 5000 1000000 2>&1 | tee -a "$out/hostpath.txt"
-  hp_core() { timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("; }
+  # per variant: the C round trip and stream (bench_roundtrip), then bench/core.lua's figures
+  hp_core() {
+    timeout 60 ./build-gpu/bench_roundtrip 2000 "${HOSTPATH_C_STREAM:-500000}" 2>&1
+    timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("
+  }
   hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
   per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
   for m in roundtrip stream; do

@@ -1194,7 +1194,12 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #ifndef MW_TAKE_MAX
 #define MW_TAKE_MAX 32u /* spawns one take copies at most: one per lane (1u: one at a time, to compare) */
 #endif
-#define MW_TAKE_LOADS ((MW_TAKE_MAX + 1u) / 2u) /* 16-byte loads of one lane in a take */
+/* 1: a take that looks at two cells (the host is not streaming) runs a copy of the take built for
+ * two (one 16-byte load a lane, no unrolled tail: a third of the instructions, fewer registers);
+ * 0: one take built for MW_TAKE_MAX serves both (to compare) */
+#ifndef MW_TAKE_SPLIT
+#define MW_TAKE_SPLIT 1
+#endif
 #ifndef MW_TAKE_SERIAL_COUNT
 #define MW_TAKE_SERIAL_COUNT 0 /* 1: a take counts its spawns one at a time, to compare */
 #endif
@@ -1256,7 +1261,7 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
   mw_st64(&st->gq_seq[i], t + 1);
 }
 
-/* Takes the spawns waiting in the host inbox, up to MW_TAKE_MAX in one claim, and makes each a
+/* Takes the spawns waiting in the host inbox, up to W in one claim, and makes each a
  * task in a fresh frame (protocol.h, inbox ring: a take); the cancel requests among them are
  * carried out (after the spawns before them are tasks). The first task is returned to run
  * here, the others go to the global run queue for the idle workers. A take reads two cells
@@ -1264,24 +1269,27 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
  * host streams; 16 parts per lane, all in flight together). While the host streams, a full
  * batch goes to the queue whole and the take goes on, up to batches full batches: the worker
  * hands spawns out rather than run one of each batch itself. Collective. Returns the frame, or
- * MW_NONE if the inbox is empty or no frame is free. */
-__device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
+ * MW_NONE if the inbox is empty or no frame is free. W: the cells it may look at (MW_TAKE_MAX,
+ * or two: mw_take_inbox picks). */
+template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw_u32 batches) {
+  enum { L = (W + 1u) / 2u }; /* 16-byte loads of one lane in a take */
   mw_state *st = c->st;
   const mw_u32 cap = c->inbox_cap;
   const mw_u32 part = c->lane & 15u, half = c->lane >> 4; /* load k: cell 2k + half, this part */
   for (int round = 0; round < 16; ++round) {
     mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
+    w = w < W ? w : W;
     w = w < cap ? w : cap;
     mw_u64 t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
     /* the cells t .. t+w-1, every load in flight before any is looked at */
-    uint4 u[MW_TAKE_LOADS];
+    uint4 u[L];
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
+    for (mw_u32 k = 0; k < L; ++k)
       if (2u * k + half < w)
         u[k] = mw_ll_load(&c->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
     mw_u32 whole = 0; /* cell j is whole: bit j (the same in every lane) */
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
+    for (mw_u32 k = 0; k < L; ++k) {
       if (2u * k >= w) break;
       const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
       const mw_u32 b = __ballot_sync(MW_FULL, 2u * k + half < w && u[k].y == fl && u[k].w == fl);
@@ -1290,7 +1298,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     }
     mw_u32 n = whole == MW_FULL ? 32u : (mw_u32)__ffs((int)~whole) - 1u; /* whole in a row from t */
     n = n < w ? n : w;
-    n = n < MW_TAKE_MAX ? n : MW_TAKE_MAX;
+    n = n < W ? n : W;
     c->take_w = n > 1 ? MW_TAKE_MAX : 2u;
     if (n == 0) return MW_NONE;
     MW_PROBE(MW_PR_TAKE); /* a take of n spawns, from here to its end */
@@ -1310,7 +1318,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     mw_u32 kind = 0, flags = 0, bn = 0;
     const mw_u32 hsrc = 16u * (c->lane & 1u);
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
+    for (mw_u32 k = 0; k < L; ++k) {
       if (2u * k >= got) break;
       const mw_u32 k0 = __shfl_sync(MW_FULL, u[k].x, hsrc + 12u), f0 = __shfl_sync(MW_FULL, u[k].z, hsrc + 12u);
       const mw_u32 u0 = __shfl_sync(MW_FULL, u[k].x, hsrc + 13u), u1 = __shfl_sync(MW_FULL, u[k].z, hsrc + 13u);
@@ -1351,7 +1359,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     }
     /* each part to its cell's frame: the arguments, parts 0..11 */
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k) {
+    for (mw_u32 k = 0; k < L; ++k) {
       if (2u * k >= got) break;
       const mw_u32 cj = 2u * k + half, fj = __shfl_sync(MW_FULL, f, cj & 31u);
       if (cj < got && part < MW_INBOX_ARG_BYTES / 8u && part * 8u + 8u <= c->frame_bytes - MW_FRAME_HDR_BYTES) {
@@ -1410,7 +1418,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     /* the first task left runs here, the others go to the idle workers */
     mw_u32 live = __ballot_sync(MW_FULL, f != MW_NONE);
     if (!live) continue;
-    if (got == MW_TAKE_MAX && batches > 1) { /* the host streams: hand them all out, go on */
+    if (W == MW_TAKE_MAX && got == W && batches > 1) { /* the host streams: hand them all out, go on */
       mw_gq_push_lanes(c, f);
       __syncwarp();
       --batches;
@@ -1427,7 +1435,7 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     c->own_lane0 = 16u * (first & 1u);
     c->own_cancels = cm != 0u;
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_TAKE_LOADS; ++k)
+    for (mw_u32 k = 0; k < L; ++k)
       if (k == first >> 1) {
         c->own_lo = u[k].x;
         c->own_hi = u[k].z;
@@ -1437,6 +1445,12 @@ __device__ __noinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
     return mine;
   }
   return MW_NONE;
+}
+
+/* The take for the cells the warp looks at now: two while the host is not streaming. */
+__device__ __forceinline__ mw_u32 mw_take_inbox(mw_ctx *c, mw_u32 batches) {
+  if (MW_TAKE_SPLIT && c->take_w <= 2u) return mw_take_inbox_w<(MW_TAKE_MAX < 2u ? MW_TAKE_MAX : 2u)>(c, batches);
+  return mw_take_inbox_w<MW_TAKE_MAX>(c, batches);
 }
 
 /* ---- records that waited: for other warps of the CTA, and for other CTAs ------------------- */
