@@ -1221,8 +1221,7 @@ __device__ void mw_executor(mw_state *st) {
     if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     bool own = f != MW_NONE; /* a frame this warp wrote from the inbox itself */
     if (f == MW_NONE && (general || mw_own_ready(&c))) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && general &&
-        (poller || (idle & 1023) == 1023) && mw_bcast(c.lane == 0 ? (mw_u32)mw_inbox_quiet(&c) : 0u)) {
+    if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
       own = f != MW_NONE;
       if (own && poller) hot = MW_GLOBALTIMER(); /* the host is at work */

@@ -129,7 +129,9 @@
  *      wait for a warp. The children's slots stay valid meanwhile: the suspended owner's
  *      reference keeps them.
  *   A running task reads its own ctl (and those of the levels under it in its warp's inline
- *   chain) when it starts from a record or frame, when it suspends, and at its spawns and
+ *   chain) when it starts from a record or frame (a host task that the inbox's take keeps to
+ *   run on its own warp only when that take carried out a cancel request: a request carried
+ *   out later reaches it at its first spawn, await or tick), when it suspends, and at its spawns and
  *   awaits at most every MW_TICK_NS; it then stops at that spawn or await with status
  *   CANCELLED, and so do the levels above it. A task that ends cancelled (itself, or by
  *   awaiting a cancelled child with await) first cancels every child it still owns (spawned,
@@ -919,11 +921,6 @@ typedef struct mw_state {
   mw_u64 node_head;
   mw_u64 gq_head, gq_tail;
   mw_u64 inbox_head;   /* next inbox ticket to take */
-  mw_u64 take_last;    /* globaltimer at a poller's last claim from the inbox, its low 6 bits the
-                        * poller's worker id (plain store, a hint): with MW_TAKE_QUIET_NS the
-                        * other workers, with MW_TAKE_QUIET_POLLER_NS the other pollers, leave
-                        * the inbox to the pollers, or to that poller, while it is that recent
-                        * (runtime.cuh, mw_inbox_quiet) */
   mw_u64 comp_tail;    /* next completion ticket to write */
   mw_u64 launches;     /* executor launches so far */
   mw_u32 stop;         /* written by the host (see Stopping above) */

@@ -33,21 +33,6 @@
 #define MW_POLLERS 4u
 #endif
 #define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
-/* A worker that is not a poller looks at the inbox now and then, so that pollers busy with long
- * bodies strand no host spawn; with this set (ns), only when no poller has claimed from it for
- * that long: while the pollers take, the others' claims only make theirs fail (bench/NOTES.md,
- * v70: 86 % of a stream's claims lost the head's CAS). 0: they always look (today's way). */
-#ifndef MW_TAKE_QUIET_NS
-#define MW_TAKE_QUIET_NS 0ull
-#endif
-/* The same among the pollers (ns): an idle poller leaves the inbox to the poller that claimed
- * from it last while that claim is this recent, so a stream has one taker at a time and no
- * claim is lost; a busy poller still looks every MW_POLL_NS. 0: every poller looks. */
-#ifndef MW_TAKE_QUIET_POLLER_NS
-#define MW_TAKE_QUIET_POLLER_NS 0ull
-#endif
-#define MW_TAKE_LAST_WID 63ull /* take_last's low bits: the poller that claimed */
-static_assert(MW_POLLERS <= MW_TAKE_LAST_WID, "a poller's worker id fits take_last's low bits");
 
 
 /* The warp's shared state, the CTA's states and the running level. On the GPU the worker CTA's
@@ -562,15 +547,14 @@ __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   return f;
 }
 
-/* Sets frame f up for a new task, given its join word as this warp read it while holding the
- * free frame: its join gets the next epoch and no bits. Returns the fref its future slot
- * carries (protocol.h). Lane 0, owning the free frame. mw_frame_open reads the word itself. */
-__device__ __forceinline__ mw_u64 mw_frame_open_from(mw_ctx *c, mw_u32 f, mw_u64 join) {
-  mw_u64 ep = ((join >> 32) + 1) & 0xffffffffull;
-  mw_st64(&mw_frame(c, f)->join, ep << 32);
+/* Sets frame f up for a new task: its join gets the next epoch and no bits. Returns the fref
+ * its future slot carries (protocol.h). Lane 0, owning the free frame. */
+__device__ mw_u64 mw_frame_open(mw_ctx *c, mw_u32 f) {
+  mw_frame_hdr *fh = mw_frame(c, f);
+  mw_u64 ep = ((mw_ld64(&fh->join) >> 32) + 1) & 0xffffffffull;
+  mw_st64(&fh->join, ep << 32);
   return (ep << 32) | (mw_u64)(f + 1);
 }
-__device__ mw_u64 mw_frame_open(mw_ctx *c, mw_u32 f) { return mw_frame_open_from(c, f, mw_ld64(&mw_frame(c, f)->join)); }
 
 /* Gives a finished task's frame back (protocol.h, join: Finish). Lane 0. */
 __device__ void mw_frame_release(mw_ctx *c, mw_u32 f) {
@@ -1203,17 +1187,12 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #ifndef MW_TAKE_SERIAL_COUNT
 #define MW_TAKE_SERIAL_COUNT 0 /* 1: a take counts its spawns one at a time, to compare */
 #endif
-/* 1: a task this warp's take kept reads its slot's cancel word as it starts, as every task does;
- * 0: only when that take carried out a cancel request (a request a later take carries out
- * before it starts is then seen at its first spawn, await or tick, as for a running task). To
- * compare: the read is one trip to L2 on a host round trip's path. */
+/* 0: a task this warp's take kept reads its slot's cancel word as it starts only when that take
+ * carried out a cancel request (a request that a later take carries out before the task starts
+ * is seen at its first spawn, await or tick, as for a running task): one trip to L2 less on a
+ * host round trip's path (bench/NOTES.md, v71-v72: -0.3 us). 1: always, to compare. */
 #ifndef MW_OWN_CANCEL_READ
-#define MW_OWN_CANCEL_READ 1
-#endif
-/* 1: a take issues the loads its set-up needs (each frame's join word, each spawn's kind entry)
- * before the claim's CAS, so that their trips to L2 overlap it; 0: after (to compare) */
-#ifndef MW_TAKE_EARLY_LOADS
-#define MW_TAKE_EARLY_LOADS 0
+#define MW_OWN_CANCEL_READ 0
 #endif
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
@@ -1330,15 +1309,8 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
         bn = b0;
       }
     }
-    /* MW_TAKE_EARLY_LOADS: a cached frame's join word changes only in its low bits (a late
-     * canceller's CAS), never its epoch, until this warp opens it */
-    const bool early = MW_TAKE_EARLY_LOADS && f != MW_NONE && !(flags & MW_IN_CANCEL);
-    const mw_u64 pre_join = early ? mw_ld64(&mw_frame(c, f)->join) : 0ull;
-    const mw_u32 pre_fa = early && kind < c->st->nkinds ? mw_kind(kind)->futargs : 0u;
     mw_u32 claimed = 0;
     if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
-    if ((MW_TAKE_QUIET_NS || MW_TAKE_QUIET_POLLER_NS) && c->lane == 0 && claimed && c->wid < MW_POLLERS)
-      st->take_last = (MW_GLOBALTIMER() & ~MW_TAKE_LAST_WID) | c->wid;
     if (!mw_bcast(claimed)) { /* another worker took them: the frames go back, in order */
       for (mw_u32 j = got; j-- > 0;) {
         mw_u32 g = __shfl_sync(MW_FULL, f, j);
@@ -1385,11 +1357,11 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
         mw_slot *sl = &c->slots[MW_FUT_SLOT(fut)];
         sl->kind = kind;
         sl->refs = 1;
-        sl->fref = early ? mw_frame_open_from(c, f, pre_join) : mw_frame_open(c, f);
+        sl->fref = mw_frame_open(c, f);
         odd = kind >= st->nkinds || (flags & MW_IN_CANCELLED) || ((flags & MW_IN_BULK) && bn == 0);
         /* the futures among its arguments are held until it finishes (protocol.h, inbox ring) */
         if (kind < st->nkinds)
-          mw_take_holds(c, early ? pre_fa : mw_kind(kind)->futargs, (const mw_u8 *)fh + MW_FRAME_HDR_BYTES);
+          mw_take_holds(c, mw_kind(kind)->futargs, (const mw_u8 *)fh + MW_FRAME_HDR_BYTES);
       }
     }
     /* in ticket order (lane 0: the warp's counters, cancellation): counted, the odd ones
@@ -1529,18 +1501,6 @@ __device__ bool mw_woken_waiting(mw_ctx *c) {
       any = true;
   }
   return __any_sync(MW_FULL, any) != 0;
-}
-
-/* Whether an idle worker may look at the inbox now: a poller unless another poller claimed
- * from it within MW_TAKE_QUIET_POLLER_NS, another worker unless a poller did within
- * MW_TAKE_QUIET_NS. Lane 0. */
-__device__ __forceinline__ bool mw_inbox_quiet(const mw_ctx *c) {
-  const bool poller = c->wid < MW_POLLERS;
-  const mw_u64 quiet = poller ? MW_TAKE_QUIET_POLLER_NS : MW_TAKE_QUIET_NS;
-  if (!quiet) return true;
-  const mw_u64 last = *(volatile const mw_u64 *)&c->st->take_last;
-  if (poller && (last & MW_TAKE_LAST_WID) == c->wid) return true;
-  return MW_GLOBALTIMER() - (last & ~MW_TAKE_LAST_WID) >= quiet;
 }
 
 /* Whether this worker is a poller that has not looked at the inbox for MW_POLL_NS. Lane 0. */
