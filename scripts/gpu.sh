@@ -147,9 +147,11 @@ export LUA_CPATH="$PWD/build-gpu/lua/?.so;$LUA_CPATH"
 export MOONWARP_BACKEND=cuda
 if want examples; then
   step "C host example"
-  timeout 60 ./build-gpu/hello_host 20
+  timeout 60 ./build-gpu/hello_host 20 2>&1 | tee -a "$out/examples.txt"
   step "examples on cuda"
-  for e in fib pipeline fanout matmul softmax; do timeout 60 luajit examples/$e.lua || echo "FAILED: $e"; done
+  for e in fib pipeline fanout matmul softmax; do
+    { timeout 60 luajit examples/$e.lua || echo "FAILED: $e"; } 2>&1 | tee -a "$out/examples.txt"
+  done
 fi
 if want specs; then
   # one busted process per spec file, each under its own bound and all under $SPEC_TIMEOUT, so a
