@@ -1328,6 +1328,11 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
       __threadfence_system(); /* the variant that fences first, to compare (bench/NOTES.md, v67) */
 #endif
       for (mw_u32 j = 0; j < got; ++j) mw_st64(&c->inbox_free[(t + j) & (cap - 1)], t + j + cap);
+#ifdef MW_TAKE_FREE_FENCE
+      /* the variant that pushes a stream's frees out to the host at once, to measure whether
+       * their visibility bounds the stream (bench/NOTES.md, v72) */
+      if (W == MW_TAKE_MAX) __threadfence_system();
+#endif
     }
     /* each part to its cell's frame: the arguments, parts 0..11 */
 #pragma unroll
