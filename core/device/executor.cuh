@@ -1218,11 +1218,20 @@ __device__ void mw_executor(mw_state *st) {
     mw_rec *rec = 0;
     mw_u32 f = MW_NONE;
     /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
-    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) f = mw_take_inbox(&c, MW_TAKE_BATCHES);
-    bool own = f != MW_NONE; /* a frame this warp wrote from the inbox itself */
-    if (f == MW_NONE && (general || mw_own_ready(&c))) f = mw_next(&c, &rec);
-    if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
+    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) {
+      MW_PROBE_OF(c, MW_PR_LOOK);
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
+    }
+    bool own = f != MW_NONE; /* a frame this warp wrote from the inbox itself */
+    if (f == MW_NONE && (general || mw_own_ready(&c))) {
+      MW_PROBE_OF(c, MW_PR_NEXT);
+      f = mw_next(&c, &rec);
+    }
+    if (f == MW_NONE && !rec && general && (poller || (idle & 1023) == 1023)) {
+      {
+        MW_PROBE_OF(c, MW_PR_LOOK); /* every look at the inbox, empty or not (inbox_take: those that found spawns) */
+        f = mw_take_inbox(&c, MW_TAKE_BATCHES);
+      }
       own = f != MW_NONE;
       if (own && poller) hot = MW_GLOBALTIMER(); /* the host is at work */
     }
@@ -1264,7 +1273,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "bulk_claim", "bulk_done", "join_claimed", "join_alone",
                                      "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed",
                                      "slot_pop", "frame_take", "rec_evict", "cs_flush", "cs_fence",
-                                     "cs_xchg", "take_free", "fin_let_go"};
+                                     "cs_xchg", "take_free", "fin_let_go", "look", "next"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],

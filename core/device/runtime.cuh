@@ -77,7 +77,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 48
+#define MW_NPROBES 50
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -94,8 +94,10 @@ struct mw_probe_scope {
 #define MW_PROBE_CAT2(a, b) a##b
 #define MW_PROBE_CAT(a, b) MW_PROBE_CAT2(a, b)
 #define MW_PROBE(id) mw_probe_scope MW_PROBE_CAT(mw_probe_, __LINE__)(c->lane, c->cw, (id))
+#define MW_PROBE_OF(cx, id) mw_probe_scope MW_PROBE_CAT(mw_probe_, __LINE__)((cx).lane, (cx).cw, (id))
 #else
 #define MW_PROBE(id) (void)0
+#define MW_PROBE_OF(cx, id) (void)0
 #endif
 enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTER, MW_PR_VALUE,
        MW_PR_RELEASE, MW_PR_LOOP, MW_PR_CALL, MW_PR_RECGET, MW_PR_TICK, MW_PR_SPAWN0, MW_PR_COMPLETE,
@@ -104,7 +106,10 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
-       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO };
+       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_COUNT };
+#if defined(MW_PROBES) && !defined(MW_SIM)
+static_assert(MW_PR_COUNT <= MW_NPROBES, "a row of the probes' table for each probe");
+#endif
 
 /* Probes: every broadcast counted (calls of "bcast"), and those that found the warp diverged
  * (not every lane active: the shuffle then takes the slow collective path), in "bcast_div",
