@@ -77,7 +77,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 50
+#define MW_NPROBES 52
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -106,7 +106,8 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_BCAST, MW_PR_BCAST_DIV, MW_PR_LEAF_CLAIM, MW_PR_PURE_BODY, MW_PR_BULK_CLAIM, MW_PR_BULK_DONE, MW_PR_JOIN_GO, MW_PR_JOIN_ALONE,
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
-       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_COUNT };
+       MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_TAKE_FRAMES,
+       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_COUNT };
 #if defined(MW_PROBES) && !defined(MW_SIM)
 static_assert(MW_PR_COUNT <= MW_NPROBES, "a row of the probes' table for each probe");
 #endif
@@ -1288,7 +1289,11 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
     MW_PROBE(MW_PR_TAKE); /* a take of n spawns, from here to its end */
     /* a frame for each, from the warp's cache (filled from the free ring in one take), lane j
      * getting the one the j-th mw_frame_alloc would give */
-    const mw_u32 got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
+    mw_u32 got;
+    {
+      MW_PROBE(MW_PR_TAKE_FRAMES);
+      got = mw_bcast(c->lane == 0 ? mw_frames_cached(c, n) : 0u);
+    }
     if (got == 0) return MW_NONE; /* no free frame: the spawns wait */
     __syncwarp();
     mw_u32 f = c->lane < got ? MW_WS(c)->free_frames[MW_WS(c)->nfree_frames - 1u - c->lane] : MW_NONE;
@@ -1315,7 +1320,10 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
       }
     }
     mw_u32 claimed = 0;
-    if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
+    {
+      MW_PROBE(MW_PR_TAKE_CAS);
+      if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
+    }
     if (!mw_bcast(claimed)) { /* another worker took them: the frames go back, in order */
       for (mw_u32 j = got; j-- > 0;) {
         mw_u32 g = __shfl_sync(MW_FULL, f, j);
@@ -1401,7 +1409,10 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
     mw_u32 live = __ballot_sync(MW_FULL, f != MW_NONE);
     if (!live) continue;
     if (W == MW_TAKE_MAX && got == W && batches > 1) { /* the host streams: hand them all out, go on */
-      mw_gq_push_lanes(c, f);
+      {
+        MW_PROBE(MW_PR_TAKE_PUSH);
+        mw_gq_push_lanes(c, f);
+      }
       __syncwarp();
       --batches;
       round = 0;
