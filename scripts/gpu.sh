@@ -19,7 +19,8 @@
 #              ($PROBE_VARIANTS: variants of the executor timed the same way)
 #   hostpath   the host's path through the executor: per variant of $HOSTPATH_VARIANTS (default
 #              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns) bench_roundtrip (C round trip and
-#              a stream of $HOSTPATH_C_STREAM spawns, default 500000) and bench/core.lua; then the
+#              a stream of $HOSTPATH_C_STREAM spawns, default 500000), bench/roundtrip.lua (the
+#              same program's round trip from Lua) and bench/core.lua; then the
 #              probes of the default build's every poller
 #              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
 #              of them, default 20000)
@@ -319,6 +320,7 @@ if want hostpath; then
   # per variant: the C round trip and stream (bench_roundtrip), then bench/core.lua's figures
   hp_core() {
     timeout 60 ./build-gpu/bench_roundtrip 2000 "${HOSTPATH_C_STREAM:-500000}" 2>&1
+    timeout 60 luajit bench/roundtrip.lua cuda 2000 2>&1 # the same program's round trip from Lua
     timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("
   }
   hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}

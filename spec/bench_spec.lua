@@ -126,6 +126,23 @@ describe("bench/core.lua #sim", function()
   end)
 end)
 
+describe("bench/roundtrip.lua #sim", function()
+  it("prints the round trip of a one-task program both ways, futures collected and closed", function()
+    local status, out = bench("roundtrip.lua sim 20")
+    assert.equals(0, status, out)
+    for _, way in ipairs { "futures left to the collector", "each future closed after its await" } do
+      local p50, p99 = out:match("Lua round trip on sim, a program of one task, 20, " .. way
+        .. ": p50 ([%d.]+) us, p99 ([%d.]+) us")
+      assert.truthy(p50, out)
+      assert.is_true(tonumber(p50) > 0 and tonumber(p99) > 0, out)
+    end
+  end)
+
+  it("refuses a count that is no whole number, saying so", function()
+    refuses("roundtrip.lua sim 1.5", "the count must be a whole number >= 1, got '1.5'")
+  end)
+end)
+
 describe("bench/fibscale.lua #sim", function()
   it("prints fib's tasks per second and steals at each size asked", function()
     local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
