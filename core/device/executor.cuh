@@ -1217,8 +1217,10 @@ __device__ void mw_executor(mw_state *st) {
     }
     mw_rec *rec = 0;
     mw_u32 f = MW_NONE;
-    /* a poller looks at the inbox every MW_POLL_NS even while there is local work */
-    if (mw_bcast(c.lane == 0 ? (mw_u32)mw_poll_due(&c) : 0u)) {
+    /* a poller looks at the inbox every MW_POLL_NS even while there is local work, and with
+     * MW_POLLER_INBOX_FIRST before the queues while the host streams (its last take found more
+     * than one spawn) */
+    if (mw_bcast(c.lane == 0 ? (mw_u32)((MW_POLLER_INBOX_FIRST && poller && c.take_w > 2u) || mw_poll_due(&c)) : 0u)) {
       MW_PROBE_OF(c, MW_PR_LOOK);
       f = mw_take_inbox(&c, MW_TAKE_BATCHES);
     }

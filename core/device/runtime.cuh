@@ -33,6 +33,12 @@
 #define MW_POLLERS 4u
 #endif
 #define MW_POLL_NS 20000ull /* a busy poller looks at the inbox this often */
+/* 1: while the host streams, a poller looks at the inbox before the run queues, each time round
+ * its loop (a variant, to measure whether the pollers' search of the queues between their takes
+ * bounds a stream of host spawns: bench/NOTES.md, v72-v73); 0: the queues first */
+#ifndef MW_POLLER_INBOX_FIRST
+#define MW_POLLER_INBOX_FIRST 0
+#endif
 
 
 /* The warp's shared state, the CTA's states and the running level. On the GPU the worker CTA's
