@@ -21,7 +21,7 @@
 #              "- MW_POLLERS=2u MW_POLLERS=1u", twice in turns) bench_roundtrip (C round trip and
 #              a stream of $HOSTPATH_C_STREAM spawns, default 500000), bench/roundtrip.lua (the
 #              same program's round trip from Lua) and bench/core.lua; then the
-#              probes of the default build's every poller
+#              probes (of each build of $HOSTPATH_PROBE_VARIANTS, default "-") of every poller
 #              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
 #              of them, default 20000)
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
@@ -325,15 +325,20 @@ if want hostpath; then
   }
   hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
   per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
-  for m in roundtrip stream; do
-    n=20000
-    [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
-    echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3)" | tee -a "$out/hostpath.txt"
-    # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
-    MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 | grep -v "bcast\|diverged" |
-      awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
-        END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }' |
-      tee -a "$out/hostpath.txt"
+  # the probes, of each build of $HOSTPATH_PROBE_VARIANTS (default "-": the default build alone)
+  for v in ${HOSTPATH_PROBE_VARIANTS:--}; do
+    [ "$v" = - ] && v=
+    for m in roundtrip stream; do
+      n=20000
+      [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
+      echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3), ${v:-default}" | tee -a "$out/hostpath.txt"
+      # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
+      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 |
+        grep -v "bcast\|diverged" |
+        awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
+          END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }' |
+        tee -a "$out/hostpath.txt"
+    done
   done
 fi
 if want fanout; then
