@@ -325,21 +325,20 @@ if want hostpath; then
   }
   hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
   per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
-  # the probes, of each build of $HOSTPATH_PROBE_VARIANTS (default "-": the default build alone)
-  for v in ${HOSTPATH_PROBE_VARIANTS:--}; do
-    [ "$v" = - ] && v=
+  # the probes of every poller, per build of $HOSTPATH_PROBE_VARIANTS (default "-": the default build)
+  hp_probes() {
+    local m n
     for m in roundtrip stream; do
       n=20000
       [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
-      echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3), ${v:-default}" | tee -a "$out/hostpath.txt"
+      echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3)"
       # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
-      MOONWARP_DEVICE_DEFINE=$v MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 |
-        grep -v "bcast\|diverged" |
+      MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 | grep -v "bcast\|diverged" |
         awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
-          END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }' |
-        tee -a "$out/hostpath.txt"
+          END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }'
     done
-  done
+  }
+  per_variant "${HOSTPATH_PROBE_VARIANTS:--}" hostpath.txt hp_probes
 fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
