@@ -23,7 +23,9 @@
 #              same program's round trip from Lua) and bench/core.lua; then the
 #              probes (of each build of $HOSTPATH_PROBE_VARIANTS, default "-") of every poller
 #              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
-#              of them, default 20000)
+#              of them, default 20000), for $HOSTPATH_MODES at $HOSTPATH_PROBE_WORKERS (default
+#              "roundtrip stream" at 528; HOSTPATH_VARIANTS set and empty: the probes alone)
+#   micro      bench/micro/NAME.cu for each NAME of $MICRO (default hostread), built and run
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
 #              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
 #   stack      bench/stack.lua at each of $STACK_SIZES (stack_bytes; default 4096 16384 65536):
@@ -89,7 +91,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [hostpath]=150 [fibscale]=60 [blocks]=60 [blockfault]=120)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [hostpath]=150 [micro]=30 [fibscale]=60 [blocks]=60 [blockfault]=120)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -323,22 +325,35 @@ if want hostpath; then
     timeout 60 luajit bench/roundtrip.lua cuda 2000 2>&1 # the same program's round trip from Lua
     timeout 100 luajit bench/core.lua cuda 2>&1 | grep -v "^\[" | grep "round trip\|hop\|fib("
   }
-  hp_variants=${HOSTPATH_VARIANTS:-- MW_POLLERS=2u MW_POLLERS=1u}
+  hp_variants=${HOSTPATH_VARIANTS-- MW_POLLERS=2u MW_POLLERS=1u} # set and empty: none
   per_variant "$hp_variants $hp_variants" hostpath.txt hp_core # twice, in turns
-  # the probes of every poller, per build of $HOSTPATH_PROBE_VARIANTS (default "-": the default build)
+  # the probes of every poller, per build of $HOSTPATH_PROBE_VARIANTS (default "-": the default
+  # build), for each of $HOSTPATH_MODES (default "roundtrip stream") at each worker count of
+  # $HOSTPATH_PROBE_WORKERS (default 528)
+  need_counts HOSTPATH_PROBE_WORKERS
   hp_probes() {
-    local m n
-    for m in roundtrip stream; do
-      n=20000
-      [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
-      echo "# probes: $m, $n host tasks, 528 workers (the pollers are workers 0-3)"
-      # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
-      MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n 528 $m 2>&1 | grep -v "bcast\|diverged" |
-        awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
-          END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }'
+    local m n w
+    for w in ${HOSTPATH_PROBE_WORKERS:-528}; do
+      for m in ${HOSTPATH_MODES:-roundtrip stream}; do
+        n=20000
+        [ $m = stream ] && n=${HOSTPATH_STREAM:-20000} # more than the 65,536 host futures: the stream waits for them
+        echo "# probes: $m, $n host tasks, $w workers (the pollers are workers 0-3)"
+        # the pollers' lines as they are; the other workers' summed per probe (all calls, mean cycles)
+        MOONWARP_PROBES=1 timeout 100 luajit bench/profile_chain.lua cuda $n $w $m 2>&1 | grep -v "bcast\|diverged" |
+          awk '/^probe worker [0-9]+ [a-z_]+ +calls/ && $3 >= 4 { n[$4] += $6; c[$4] += $6 * $8; next } { print }
+            END { for (k in n) printf "probe workers 4+ %-12s calls %10d  cycles/call %8d\n", k, n[k], c[k] / n[k] }'
+      done
     done
   }
   per_variant "${HOSTPATH_PROBE_VARIANTS:--}" hostpath.txt hp_probes
+fi
+if want micro; then
+  step "micro benchmarks: ${MICRO:-hostread}"
+  for m in ${MICRO:-hostread}; do
+    [[ $m =~ ^[a-z]+$ ]] && [ -f bench/micro/$m.cu ] || { echo "no bench/micro/$m.cu"; continue; }
+    timeout 120 nvcc -O3 -arch=native bench/micro/$m.cu -o build-gpu/micro-$m -lpthread &&
+      timeout 120 ./build-gpu/micro-$m 2>&1 | tee -a "$out/micro.txt"
+  done
 fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"

@@ -83,7 +83,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 52
+#define MW_NPROBES 53
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -113,7 +113,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
        MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_TAKE_FRAMES,
-       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_COUNT };
+       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_TAKE_LOAD, MW_PR_COUNT };
 #if defined(MW_PROBES) && !defined(MW_SIM)
 static_assert(MW_PR_COUNT <= MW_NPROBES, "a row of the probes' table for each probe");
 #endif
@@ -1271,21 +1271,25 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
     mw_u32 w = c->take_w < 2u ? 2u : c->take_w;
     w = w < W ? w : W;
     w = w < cap ? w : cap;
-    mw_u64 t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
-    /* the cells t .. t+w-1, every load in flight before any is looked at */
+    mw_u64 t;
     uint4 u[L];
-#pragma unroll
-    for (mw_u32 k = 0; k < L; ++k)
-      if (2u * k + half < w)
-        u[k] = mw_ll_load(&c->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
     mw_u32 whole = 0; /* cell j is whole: bit j (the same in every lane) */
+    {
+      MW_PROBE(MW_PR_TAKE_LOAD); /* the head, then the cells t .. t+w-1 */
+      t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
+      /* every load in flight before any is looked at */
 #pragma unroll
-    for (mw_u32 k = 0; k < L; ++k) {
-      if (2u * k >= w) break;
-      const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
-      const mw_u32 b = __ballot_sync(MW_FULL, 2u * k + half < w && u[k].y == fl && u[k].w == fl);
-      whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
-      whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+      for (mw_u32 k = 0; k < L; ++k)
+        if (2u * k + half < w)
+          u[k] = mw_ll_load(&c->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
+#pragma unroll
+      for (mw_u32 k = 0; k < L; ++k) {
+        if (2u * k >= w) break;
+        const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
+        const mw_u32 b = __ballot_sync(MW_FULL, 2u * k + half < w && u[k].y == fl && u[k].w == fl);
+        whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
+        whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+      }
     }
     mw_u32 n = whole == MW_FULL ? 32u : (mw_u32)__ffs((int)~whole) - 1u; /* whole in a row from t */
     n = n < w ? n : w;
