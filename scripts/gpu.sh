@@ -25,6 +25,8 @@
 #              for host tasks one at a time (roundtrip) and back to back (stream: $HOSTPATH_STREAM
 #              of them, default 20000), for $HOSTPATH_MODES at $HOSTPATH_PROBE_WORKERS (default
 #              "roundtrip stream" at 528; HOSTPATH_VARIANTS set and empty: the probes alone)
+#   stalls     CUPTI's PC sampling of the running executor (bench/pcsample/) per workload of
+#              $STALLS_RUNS ("name:command;..."), its period 2^(5+$STALLS_PERIOD) cycles (default 8)
 #   micro      bench/micro/NAME.cu for each NAME of $MICRO (default hostread), built and run
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
 #              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
@@ -91,7 +93,7 @@ steps=" ${*:-examples specs bench soak sanitize} "
 started=$(date +%s)
 [[ ${GPU_DEADLINE:-0} =~ ^[0-9]+$ ]] || { echo "GPU_DEADLINE is seconds, got '$GPU_DEADLINE'"; exit 2; }
 left() { if [ "${GPU_DEADLINE:-0}" -gt 0 ]; then echo $((started + GPU_DEADLINE - $(date +%s))); else echo 100000; fi; }
-declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [hostpath]=150 [micro]=30 [fibscale]=60 [blocks]=60 [blockfault]=120)
+declare -A needs=([examples]=30 [specs]=60 [bench]=200 [soak]=30 [sanitize]=60 [sweep]=100 [probes]=100 [core]=60 [quick]=40 [fastc]=150 [stack]=30 [fanout]=40 [ab]=90 [hostpath]=150 [micro]=30 [stalls]=60 [fibscale]=60 [blocks]=60 [blockfault]=120)
 want() {
   [[ $steps == *" $1 "* ]] || return 1
   local l
@@ -354,6 +356,30 @@ if want micro; then
     timeout 120 nvcc -O3 -arch=native bench/micro/$m.cu -o build-gpu/micro-$m -lpthread &&
       timeout 120 ./build-gpu/micro-$m 2>&1 | tee -a "$out/micro.txt"
   done
+fi
+if want stalls; then
+  # CUPTI's PC sampling of the running executor (bench/pcsample/): per workload of $STALLS_RUNS
+  # (default: the round trip on the one-task image and on one padded to the bench set's size,
+  # and the C stream) its samples and cubins in $out/stalls-NAME.txt*, read here with
+  # bench/pcsample/report.lua (the machine has no nvdisasm)
+  step "stall sampling (CUPTI PC sampling, continuous)"
+  cupti_lib=$(for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcupti.so" ] && echo "$d" && break; done)
+  cupti_inc=$(for d in /usr/local/cuda/extras/CUPTI/include /usr/local/cuda/include; do
+    [ -e "$d/cupti_pcsampling.h" ] && echo "$d" && break; done)
+  if [ -z "$cupti_lib" ] || [ -z "$cupti_inc" ] || ! timeout 60 cc -O2 -shared -fPIC bench/pcsample/pcsample.c -I"$cupti_inc" \
+    -I/usr/local/cuda/include -L"$cupti_lib" -Wl,-rpath,"$cupti_lib" -lcupti -lpthread -o build-gpu/libmwpcsample.so; then
+    echo "no CUPTI to build bench/pcsample/pcsample.c with (lib: '${cupti_lib}', include: '${cupti_inc}')" | tee -a "$out/stalls.txt"
+  else
+    runs=${STALLS_RUNS:-"rt0:luajit bench/roundtrip.lua cuda 20000 0;rt13:luajit bench/roundtrip.lua cuda 20000 13;stream:./build-gpu/bench_roundtrip 200 1000000"}
+    IFS=';' read -ra stall_runs <<<"$runs"
+    for r in "${stall_runs[@]}"; do
+      name=${r%%:*}
+      echo "# $name: ${r#*:}" | tee -a "$out/stalls.txt"
+      CUDA_INJECTION64_PATH=$PWD/build-gpu/libmwpcsample.so MW_PCSAMPLE_OUT=$out/stalls-$name.txt \
+        MW_PCSAMPLE_PERIOD=${STALLS_PERIOD:-8} timeout 120 ${r#*:} 2>&1 | tee -a "$out/stalls.txt"
+    done
+  fi
 fi
 if want fanout; then
   step "the fan-out alone, traced, per variant"
