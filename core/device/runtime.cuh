@@ -83,7 +83,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 53
+#define MW_NPROBES 54
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -113,7 +113,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
        MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_TAKE_FRAMES,
-       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_TAKE_LOAD, MW_PR_COUNT };
+       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_TAKE_LOAD, MW_PR_TAKE_PEEK, MW_PR_COUNT };
 #if defined(MW_PROBES) && !defined(MW_SIM)
 static_assert(MW_PR_COUNT <= MW_NPROBES, "a row of the probes' table for each probe");
 #endif
@@ -431,6 +431,15 @@ __device__ void mw_frame_free(mw_ctx *c, mw_u32 f) {
     return;
   }
   mw_fring_give(c->st, &f, 1);
+}
+/* The frames a warp's cache holds past its share (a fill for a take that did not happen) back
+ * to the free ring. Lane 0. */
+__device__ void mw_frames_trim(mw_ctx *c) {
+  mw_wstate *ws = MW_WS(c);
+  if (ws->nfree_frames <= c->cache_cap) return;
+  mw_u32 extra = ws->nfree_frames - c->cache_cap;
+  ws->nfree_frames = c->cache_cap;
+  mw_fring_give(c->st, &ws->free_frames[ws->nfree_frames], extra);
 }
 /* A free device slot and the generation its next handle gets. */
 __device__ mw_u32 mw_slot_alloc(mw_ctx *c, mw_u32 *gen) {
@@ -1206,6 +1215,12 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #ifndef MW_OWN_CANCEL_READ
 #define MW_OWN_CANCEL_READ 0
 #endif
+/* 1: while the host streams, a take claims a full batch of cells once the last of them is seen
+ * whole, and reads them after (a measuring variant, bench/NOTES.md v75); 0: the claim follows
+ * the read of every cell */
+#ifndef MW_TAKE_PEEK
+#define MW_TAKE_PEEK 0
+#endif
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
 #endif
@@ -1274,6 +1289,31 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
     mw_u64 t;
     uint4 u[L];
     mw_u32 whole = 0; /* cell j is whole: bit j (the same in every lane) */
+#if MW_TAKE_PEEK
+    /* while the host streams: the last cell of a full take looked at alone (one 8-byte read), and
+     * the W cells claimed before they are read, so that a claim lost to another poller costs
+     * that read and no more (bench/NOTES.md, v75) */
+    bool early = false;
+    if (W == MW_TAKE_MAX && W > 2u && w == W) {
+      mw_u32 won = 0;
+      if (c->lane == 0) {
+        MW_PROBE(MW_PR_TAKE_PEEK);
+        t = mw_ld64(&st->inbox_head);
+        const volatile mw_u64 *last = &c->inbox[(t + W - 1u) & (cap - 1)].w[MW_INBOX_WORDS - 1u];
+        if ((mw_u32)(*last >> 32) == MW_LL_FLAG(t + W - 1u) && mw_frames_cached(c, W) == W)
+          won = mw_cas64(&st->inbox_head, t, t + W) == t ? 1u : 2u;
+      }
+      won = mw_bcast(won);
+      if (won == 2u) { /* another poller's: the frames stay in the cache, past its share given back */
+        if (c->lane == 0) mw_frames_trim(c);
+        __syncwarp();
+        continue;
+      }
+      early = won == 1u;
+      if (early) t = mw_bcast64(c->lane == 0 ? t : 0ull);
+    }
+    if (!early)
+#endif
     {
       MW_PROBE(MW_PR_TAKE_LOAD); /* the head, then the cells t .. t+w-1 */
       t = mw_bcast64(c->lane == 0 ? mw_ld64(&st->inbox_head) : 0ull);
@@ -1291,6 +1331,27 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
         whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
       }
     }
+#if MW_TAKE_PEEK
+    if (early) { /* the W cells are ours: read whole (the host wrote them in ticket order, and the
+                  * last was seen whole; a part seen stale is read again) */
+      MW_PROBE(MW_PR_TAKE_LOAD);
+      const mw_u32 all = W >= 32u ? MW_FULL : (1u << W) - 1u;
+      for (mw_u32 tries = 0; whole != all; ++tries) {
+        if (tries) __nanosleep(64);
+#pragma unroll
+        for (mw_u32 k = 0; k < L; ++k)
+          if (!(whole >> (2u * k + half) & 1u))
+            u[k] = mw_ll_load(&c->inbox[(t + 2u * k + half) & (cap - 1)].w[2u * part]);
+#pragma unroll
+        for (mw_u32 k = 0; k < L; ++k) {
+          const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
+          const mw_u32 b = __ballot_sync(MW_FULL, u[k].y == fl && u[k].w == fl);
+          whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
+          whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+        }
+      }
+    }
+#endif
     mw_u32 n = whole == MW_FULL ? 32u : (mw_u32)__ffs((int)~whole) - 1u; /* whole in a row from t */
     n = n < w ? n : w;
     n = n < W ? n : W;
@@ -1330,6 +1391,10 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
       }
     }
     mw_u32 claimed = 0;
+#if MW_TAKE_PEEK
+    if (early) claimed = 1;
+    else
+#endif
     {
       MW_PROBE(MW_PR_TAKE_CAS);
       if (c->lane == 0) claimed = mw_cas64(&st->inbox_head, t, t + got) == t;
