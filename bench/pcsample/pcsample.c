@@ -45,9 +45,9 @@ static uint32_t reason_index[MAX_REASONS];
 static char *reason_name[MAX_REASONS];
 static CUcontext sampled; /* the one context sampled (the first created) */
 static CUpti_PCSamplingData config_buf, drain_buf;
-static uint64_t total_samples, dropped_samples, lost_rows;
+static uint64_t total_samples, dropped_samples, lost_rows, drains, drained_pcs;
 static size_t nrows;
-static int running, written;
+static int running, written, configured; /* configured: this process sampled a context */
 static pthread_t drainer;
 static const char *out_path(void) {
   const char *p = getenv("MW_PCSAMPLE_OUT");
@@ -107,7 +107,16 @@ static void drain(void) {
     p.ctx = sampled;
     p.pcSamplingData = &drain_buf;
     drain_buf.totalNumPcs = 0;
-    if (cuptiPCSamplingGetData(&p) != CUPTI_SUCCESS) break;
+    CUptiResult r = cuptiPCSamplingGetData(&p);
+    if (r != CUPTI_SUCCESS) {
+      static int told;
+      const char *msg = "?";
+      cuptiGetResultString(r, &msg);
+      if (!told++) fprintf(stderr, "pcsample: cuptiPCSamplingGetData: %s\n", msg);
+      break;
+    }
+    ++drains;
+    drained_pcs += drain_buf.totalNumPcs;
     absorb(&drain_buf);
     if (drain_buf.hardwareBufferFull) fprintf(stderr, "pcsample: the hardware buffer filled; samples lost\n");
     if (drain_buf.remainingNumPcs == 0) break;
@@ -134,8 +143,9 @@ static void write_out(void) {
     fputc('\n', f);
   }
   fclose(f);
-  fprintf(stderr, "pcsample: %llu samples (%llu dropped) in %s\n", (unsigned long long)total_samples,
-          (unsigned long long)dropped_samples, path);
+  fprintf(stderr, "pcsample (pid %d): %llu samples (%llu dropped), %llu PCs from %llu reads, in %s\n", (int)getpid(),
+          (unsigned long long)total_samples, (unsigned long long)dropped_samples,
+          (unsigned long long)drained_pcs, (unsigned long long)drains, path);
 }
 
 static void *drain_loop(void *arg) {
@@ -158,12 +168,13 @@ static void finish(void) {
     CUpti_PCSamplingDisableParams d = {0};
     d.size = CUpti_PCSamplingDisableParamsSize;
     d.ctx = sampled;
-    cuptiPCSamplingDisable(&d);
+    CHECK_CUPTI(cuptiPCSamplingDisable(&d));
+    drained_pcs += config_buf.totalNumPcs;
     absorb(&config_buf); /* what the disable flushed into the configured buffer */
     config_buf.totalNumPcs = 0;
     sampled = NULL;
   }
-  write_out();
+  if (configured) write_out(); /* a process that sampled nothing leaves the file to the one that did */
   pthread_mutex_unlock(&lock);
 }
 
@@ -213,10 +224,11 @@ static void configure(CUcontext ctx) {
   cp.pPCSamplingConfigurationInfo = info;
   CHECK_CUPTI(cuptiPCSamplingSetConfigurationAttribute(&cp));
   sampled = ctx;
+  configured = 1;
   running = 1;
   pthread_create(&drainer, NULL, drain_loop, NULL);
-  fprintf(stderr, "pcsample: sampling context %p, %zu stall reasons, period 2^%u cycles\n", (void *)ctx, n,
-          period + 5);
+  fprintf(stderr, "pcsample (pid %d): sampling context %p, %zu stall reasons, period 2^%u cycles\n", (int)getpid(),
+          (void *)ctx, n, period + 5);
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id, const void *data) {

@@ -334,6 +334,16 @@ typedef struct mw_frame_hdr {
  *   host's next write of the cell cannot reach what the warp read. (A system fence there cost
  *   3,400 cycles a take on an H100, most of a PCIe round trip: bench/NOTES.md, v67.) Cells are
  *   freed in any order across takes: the host checks each cell's own word.
+ *   A streaming take (the warp's last take found more than one spawn; MW_TAKE_PEEK): lane 0
+ *   reads t = head and the last word of cell t+W-1 alone; if it carries ticket t+W-1's flag
+ *   and the warp's cache holds W frames, CAS head t -> t+W claims the W cells before any is
+ *   read, and the warp then reads them, each part again until its flags are whole. The host
+ *   writes tickets in order, so on a host that makes its stores visible in order (x86) the
+ *   first read finds them whole; elsewhere a part may be read again, never taken stale. A
+ *   lost CAS costs that one read (the frames stay in the cache, what passes its share back to
+ *   the free ring). Several pollers reading whole runs of cells while the host writes them
+ *   took ~16 us a round of 8 KB (bench/micro/hostread.cu: the lines pass between the host's
+ *   cache and the reads), the lost claims most of it.
  *   The spawns of one take are set up (frame, slot) before lane 0 carries out, in ticket order,
  *   the cancel requests among them, so a request never overtakes the spawn it names.
  *   Own frames: the one spawn a take keeps to run on its warp was written whole by that warp's

@@ -1216,10 +1216,11 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 #define MW_OWN_CANCEL_READ 0
 #endif
 /* 1: while the host streams, a take claims a full batch of cells once the last of them is seen
- * whole, and reads them after (a measuring variant, bench/NOTES.md v75); 0: the claim follows
- * the read of every cell */
+ * whole, and reads them after: four pollers reading 8 KB of lines the host is writing took
+ * ~16 us a round, and 81 % of the rounds lost the claim (bench/NOTES.md, v74-v75: the C stream
+ * 1.15 -> 2.38 M/s). 0: the claim follows the read of every cell, to compare. */
 #ifndef MW_TAKE_PEEK
-#define MW_TAKE_PEEK 0
+#define MW_TAKE_PEEK 1
 #endif
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
@@ -1292,7 +1293,7 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
 #if MW_TAKE_PEEK
     /* while the host streams: the last cell of a full take looked at alone (one 8-byte read), and
      * the W cells claimed before they are read, so that a claim lost to another poller costs
-     * that read and no more (bench/NOTES.md, v75) */
+     * that read and no more (protocol.h, inbox ring: a streaming take) */
     bool early = false;
     if (W == MW_TAKE_MAX && W > 2u && w == W) {
       mw_u32 won = 0;
