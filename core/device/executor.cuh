@@ -1276,7 +1276,7 @@ __device__ void mw_executor(mw_state *st) {
                                      "join_linger", "no_seat", "inbox_take", "comp_write", "await_closed",
                                      "slot_pop", "frame_take", "rec_evict", "cs_flush", "cs_fence",
                                      "cs_xchg", "take_free", "fin_let_go", "look", "next", "take_frames",
-                                     "take_cas", "take_push", "take_load", "take_peek"};
+                                     "take_cas", "take_push", "take_load", "take_peek", "gq_turn", "gq_pop"};
     for (int i = 0; i < MW_NPROBES; ++i)
       if (mw_probe_acc[c.cw][i][1])
         printf("probe worker %u %-12s calls %10lld  cycles/call %8lld\n", c.wid, names[i],

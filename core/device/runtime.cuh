@@ -83,7 +83,7 @@ __shared__ mw_blk_slot mw_cta_blk;
  * memory; each warp that ran anything prints its table when the executor stops (printf, flushed
  * when the runtime closes). A measuring aid for bench/NOTES.md, off in every normal build. */
 #if defined(MW_PROBES) && !defined(MW_SIM)
-#define MW_NPROBES 54
+#define MW_NPROBES 56
 __shared__ long long mw_probe_acc[MW_CTA_WARPS][MW_NPROBES][2];
 struct mw_probe_scope {
   mw_u32 lane, w;
@@ -113,7 +113,7 @@ enum { MW_PR_RUN, MW_PR_FINISH, MW_PR_SPAWN, MW_PR_AWAIT, MW_PR_MORE, MW_PR_AFTE
        MW_PR_LINGER, MW_PR_NO_SEAT, MW_PR_TAKE, MW_PR_COMP, MW_PR_AWAIT_CLOSED,
        MW_PR_SLOT_POP, MW_PR_FRAME_TAKE, MW_PR_REC_EVICT, MW_PR_CS_FLUSH, MW_PR_CS_FENCE, MW_PR_CS_XCHG,
        MW_PR_TAKE_FREE, MW_PR_FIN_LET_GO, MW_PR_LOOK, MW_PR_NEXT, MW_PR_TAKE_FRAMES,
-       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_TAKE_LOAD, MW_PR_TAKE_PEEK, MW_PR_COUNT };
+       MW_PR_TAKE_CAS, MW_PR_TAKE_PUSH, MW_PR_TAKE_LOAD, MW_PR_TAKE_PEEK, MW_PR_GQ_TURN, MW_PR_GQ_POP, MW_PR_COUNT };
 #if defined(MW_PROBES) && !defined(MW_SIM)
 static_assert(MW_PR_COUNT <= MW_NPROBES, "a row of the probes' table for each probe");
 #endif
@@ -557,13 +557,20 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
-  while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) {
+  {
+    MW_PROBE(MW_PR_GQ_TURN); /* the wait for the CTA's turn */
+    while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) {
 #ifdef MW_GQ_LEAVE_EMPTY /* a variant: no wait while the queue looks empty */
-    if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail)) return MW_NONE;
+      if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail)) return MW_NONE;
 #endif
-    __nanosleep(64);
+      __nanosleep(64);
+    }
   }
-  const mw_u32 f = mw_gq_pop(c->st);
+  mw_u32 f;
+  {
+    MW_PROBE(MW_PR_GQ_POP); /* the pop itself, found a frame or not */
+    f = mw_gq_pop(c->st);
+  }
   atomicExch(turn, 0u);
   return f;
 }
