@@ -11,14 +11,7 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#include "check.h"
 
 #define ROUNDS 2000
 #define REGION (64u * 1024u) // bytes each warp reads from when "own": 8 rounds of 8 KB apart

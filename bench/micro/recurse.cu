@@ -8,14 +8,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                   \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
+#include "check.h"
 
 template <int PAD> __device__ __noinline__ long rfib(int n, int salt) {
   if (n < 2) return n;
