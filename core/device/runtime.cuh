@@ -554,6 +554,16 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 #ifndef MW_GQ_EVERY_WARP
 #define MW_GQ_EVERY_WARP 0 /* 1: every idle warp pops (to compare) */
 #endif
+/* The cells an idle warp's pop may claim with one CAS (a measuring variant above 1): the first
+ * runs here, the others become this warp's READY records, which the CTA's other warps and
+ * other CTAs can take (mw_make_runnable), so that the queue's pops, one CTA's turn-holder
+ * at a time, hand out up to that many frames each (bench/NOTES.md, v75: the next step). */
+#ifndef MW_GQ_POP_RUN
+#define MW_GQ_POP_RUN 1u
+#endif
+#if MW_GQ_POP_RUN > 1
+__device__ mw_u32 mw_gq_pop_run(mw_ctx *c);
+#endif
 __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
@@ -569,7 +579,11 @@ __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   mw_u32 f;
   {
     MW_PROBE(MW_PR_GQ_POP); /* the pop itself, found a frame or not */
+#if MW_GQ_POP_RUN > 1
+    f = mw_gq_pop_run(c);
+#else
     f = mw_gq_pop(c->st);
+#endif
   }
   atomicExch(turn, 0u);
   return f;
@@ -772,6 +786,47 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
   rec->fut = 0;
   mw_rec_ready(c, r);
 }
+
+#if MW_GQ_POP_RUN > 1
+/* mw_gq_pop that claims the run of up to MW_GQ_POP_RUN filled cells from the head with one CAS:
+ * the first frame is returned, the others become this warp's READY records (a bulk or block
+ * task's frame goes back to the queue: the records run plain tasks). Lane 0. */
+__device__ mw_u32 mw_gq_pop_run(mw_ctx *c) {
+  mw_state *st = c->st;
+  const mw_u64 mask = st->gq_cap - 1;
+  for (;;) {
+    const mw_u64 t = mw_ld64(&st->gq_head);
+    mw_u64 s[MW_GQ_POP_RUN];
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k) s[k] = mw_ld64(&st->gq_seq[(t + k) & mask]);
+    if (s[0] != t + 1) {
+      if (s[0] < t + 1) return MW_NONE; /* empty (or the producer of t is still writing) */
+      continue;                         /* head moved on */
+    }
+    mw_u32 n = 1;
+#pragma unroll
+    for (mw_u32 k = 1; k < MW_GQ_POP_RUN; ++k)
+      if (n == k && s[k] == t + k + 1) n = k + 1;
+    if (mw_cas64(&st->gq_head, t, t + n) != t) continue;
+    MW_FENCE();
+    mw_u32 f[MW_GQ_POP_RUN];
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k)
+      if (k < n) f[k] = mw_ld32(&st->gq[(t + k) & mask]);
+    MW_FENCE();
+#pragma unroll
+    for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k)
+      if (k < n) mw_st64(&st->gq_seq[(t + k) & mask], t + k + st->gq_cap);
+#pragma unroll
+    for (mw_u32 k = 1; k < MW_GQ_POP_RUN; ++k) {
+      if (k >= n) break;
+      if (mw_frame(c, f[k])->flags & (MW_FR_BULK | MW_FR_BLOCK)) mw_gq_push(st, f[k]);
+      else mw_make_runnable(c, f[k]);
+    }
+    return f[0];
+  }
+}
+#endif
 
 /* ---- finding a child: a record still waiting, or a recent inline result ------------------- */
 /* The READY record of this warp that spawns future h, or -1; *st its state word. The latest
