@@ -9,24 +9,23 @@
 -- code stays the same; 13 tasks of 256 and 1 task of 3328 grow it alike with other task counts)
 local mw = require "moonwarp"
 
-local backend = arg and arg[1]
-local n = arg and arg[2] and tonumber(arg[2])
-if arg and arg[2] and not (n and n >= 1 and n == math.floor(n)) then
-  io.stderr:write(("roundtrip.lua: the count must be a whole number >= 1, got '%s'\n"):format(arg[2]))
-  os.exit(2)
+-- argument i as a whole number >= min, or def where it is not given; a clear refusal otherwise
+local function whole(i, what, min, def)
+  local a = arg and arg[i]
+  if a == nil then return def end
+  local v = tonumber(a)
+  if not (v and v >= min and v == math.floor(v)) then
+    io.stderr:write(("roundtrip.lua: %s must be a whole number >= %d, got '%s'\n"):format(what, min, a))
+    os.exit(2)
+  end
+  return v
 end
+local backend = arg and arg[1]
+local n = whole(2, "the count", 1, nil)
+local pad = whole(3, "pad", 0, 0)
+local steps = whole(4, "steps", 1, 256)
 local rt = assert(mw.runtime { backend = backend })
 n = n or (rt.backend == "cuda" and 5000 or 500)
-local pad = arg and arg[3] and tonumber(arg[3]) or 0
-if not (pad >= 0 and pad == math.floor(pad)) then
-  io.stderr:write(("roundtrip.lua: pad must be a whole number >= 0, got '%s'\n"):format(arg[3]))
-  os.exit(2)
-end
-local steps = arg and arg[4] and tonumber(arg[4]) or 256
-if not (steps >= 1 and steps == math.floor(steps)) then
-  io.stderr:write(("roundtrip.lua: steps must be a whole number >= 1, got '%s'\n"):format(arg[4]))
-  os.exit(2)
-end
 local source = { "task int nop() { return 1; }\n" }
 for k = 1, pad do -- a body the compiler cannot fold: dependent steps of float arithmetic
   source[#source + 1] = ([[
