@@ -1,12 +1,15 @@
 -- roundtrip.lua - the host round trip from Lua on a program of one task, beside bench/roundtrip.c's
 -- from C on the same program: the two differ by the Lua binding alone, where bench/core.lua's
 -- round trip runs on the image of the whole bench set (bench/tasks.lua).
--- Usage: luajit bench/roundtrip.lua [backend [n [pad [steps]]]]   (n round trips after 200 warm
--- ones, default 5000 on cuda, 500 elsewhere; each way once: the future left to the collector as
--- core.lua does, and closed right after its await as roundtrip.c does. pad, default 0: tasks
--- that never run beside the one that does, each a straight body of steps (default 256) steps of
--- ~9 instructions, so that the image grows as the bench set's does while the round trip's own
--- code stays the same; 13 tasks of 256 and 1 task of 3328 grow it alike with other task counts)
+-- Usage: luajit bench/roundtrip.lua [backend [n [pad [steps [spawns]]]]]   (n round trips after
+-- 200 warm ones, default 5000 on cuda, 500 elsewhere; each way once: the future left to the
+-- collector as core.lua does, and closed right after its await as roundtrip.c does. pad,
+-- default 0: tasks that never run beside the one that does, each a straight body of steps
+-- (default 256) steps of ~9 instructions, so that the image grows as the bench set's does while
+-- the round trip's own code stays the same; 13 tasks of 256 and 1 task of 3328 grow it alike
+-- with other task counts. spawns 1: one more task that never runs but spawns, awaits, reads
+-- and releases a future, so that the executor is built with what device spawns need, as for
+-- the bench set, where a program of no spawns gets an executor without them)
 local mw = require "moonwarp"
 
 -- argument i as a whole number >= min, or def where it is not given; a clear refusal otherwise
@@ -24,6 +27,7 @@ local backend = arg and arg[1]
 local n = whole(2, "the count", 1, nil)
 local pad = whole(3, "pad", 0, 0)
 local steps = whole(4, "steps", 1, 256)
+local spawns = whole(5, "spawns", 0, 0)
 local rt = assert(mw.runtime { backend = backend })
 n = n or (rt.backend == "cuda" and 5000 or 500)
 local source = { "task int nop() { return 1; }\n" }
@@ -36,6 +40,19 @@ task float pad%d(float x, float y) {
   return a + b;
 }
 ]]):format(k, steps, k)
+end
+if spawns > 0 then
+  source[#source + 1] = [[
+task long user(int n) {
+  local future f;
+  if (n < 1) return 0;
+  f = spawn(user, n - 1);
+  await(f);
+  long v = (long)value(f) + 1;
+  release(f);
+  return v;
+}
+]]
 end
 local prog = assert(rt:compile(table.concat(source), "roundtrip.lua"))
 local nop = prog.nop
@@ -63,7 +80,8 @@ for _, close in ipairs { false, true } do
   local p50, p99 = round_trips(close)
   print(("Lua round trip on %s, a program of one task, %d, %s: p50 %.2f us, p99 %.2f us"):format(
     rt.backend, n, (close and "each future closed after its await" or "futures left to the collector") ..
-    (pad > 0 and (", %d tasks of padding of %d steps"):format(pad, steps) or ""),
+    (pad > 0 and (", %d tasks of padding of %d steps"):format(pad, steps) or "") ..
+    (spawns > 0 and ", a task that spawns beside it" or ""),
     p50, p99))
 end
 rt:close()

@@ -142,17 +142,22 @@ describe("bench/roundtrip.lua #sim", function()
     refuses("roundtrip.lua sim 1.5", "the count must be a whole number >= 1, got '1.5'")
   end)
 
-  it("runs beside tasks of padding that never run, and says so", function()
+  it("runs beside tasks of padding and a spawning task that never run, and says so", function()
     local status, out = bench("roundtrip.lua sim 10 2 16")
     assert.equals(0, status, out)
     assert.truthy(out:match("Lua round trip on sim, a program of one task, 10, futures left to the collector, "
       .. "2 tasks of padding of 16 steps: p50 [%d.]+ us"), out)
+    status, out = bench("roundtrip.lua sim 10 0 256 1")
+    assert.equals(0, status, out)
+    assert.truthy(out:match("Lua round trip on sim, a program of one task, 10, each future closed after its await, "
+      .. "a task that spawns beside it: p50 [%d.]+ us"), out)
   end)
 
   it("refuses padding or steps that are no whole numbers, saying so", function()
     refuses("roundtrip.lua sim 10 -1", "pad must be a whole number >= 0, got '-1'")
     refuses("roundtrip.lua sim 10 1 0", "steps must be a whole number >= 1, got '0'")
     refuses("roundtrip.lua sim 10 abc", "pad must be a whole number >= 0, got 'abc'")
+    refuses("roundtrip.lua sim 10 0 256 x", "spawns must be a whole number >= 0, got 'x'")
   end)
 end)
 
