@@ -150,6 +150,9 @@ static void write_out(void) {
 
 static void *drain_loop(void *arg) {
   (void)arg;
+  pthread_mutex_lock(&lock);
+  if (sampled) cuCtxSetCurrent(sampled); /* the sampled context current here too, for CUPTI's reads */
+  pthread_mutex_unlock(&lock);
   while (__atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
     usleep(50000);
     pthread_mutex_lock(&lock);
