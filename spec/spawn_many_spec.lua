@@ -118,3 +118,21 @@ describe("spawn_many at capacity #sim", function()
     rt:close()
   end)
 end)
+
+-- The executor's variants of the host channel (bench/NOTES.md), built on sim: a stream of
+-- fire-and-forget spawns from one spawn_many, every one completed once (bench/profile_chain.lua
+-- asserts it). MW_TAKE_PEEK=1 claims full batches before reading them (on sim ~600 of the
+-- 625 batches of this stream take that way), MW_GQ_POP_RUN=4u pops runs of the global queue.
+describe("the host channel's other builds #sim", function()
+  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+  for _, define in ipairs { "MW_TAKE_PEEK=1", "MW_GQ_POP_RUN=4u" } do
+    it("completes every spawn of a stream once with " .. define, function()
+      -- bounded: a spawn lost would keep the script waiting for its count (status 124)
+      local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=" .. define
+        .. " timeout 300 luajit bench/profile_chain.lua sim 20000 8 stream")
+      assert.equals(0, status, out)
+      assert.truthy(out:find("20000 host spawns in a stream in", 1, true), out)
+    end)
+  end
+end)
