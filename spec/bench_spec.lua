@@ -4,8 +4,7 @@ local support = require "spec.support"
 
 -- Runs "luajit bench/<args>" with this process's module paths: the exit status and the output.
 local function bench(args)
-  return support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " luajit bench/" .. args)
+  return support.run(support.lua_paths() .. "luajit bench/" .. args)
 end
 
 -- bench/<args> exits with a failure and says text.
@@ -27,8 +26,7 @@ local function run_with(lines)
   for _, l in ipairs(lines) do f:write("echo '" .. l .. "'\n") end
   f:close()
   os.execute("chmod +x " .. support.shell_quote(fake))
-  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " MW_BASELINES=" .. support.shell_quote(fake) .. " "
+  local env = support.lua_paths() .. "MW_BASELINES=" .. support.shell_quote(fake) .. " "
   local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
     .. support.shell_quote(dir))
   local csv = assert(io.open(dir .. "/bench.csv")):read("*a")
@@ -41,8 +39,7 @@ describe("bench/suite.lua #sim", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p " .. support.shell_quote(dir)) == 0)
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " "
+    local env = support.lua_paths()
     local status, out = support.run(env .. "luajit bench/suite.lua --backend sim --quick --out "
       .. support.shell_quote(dir))
     assert.equals(0, status, out)
@@ -109,8 +106,7 @@ end)
 describe("bench/core.lua #sim", function()
   it("records one more fib run into the file given with --trace", function()
     local path = os.tmpname()
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " "
+    local env = support.lua_paths()
     local status, out = support.run(env .. "luajit bench/core.lua sim --trace "
       .. support.shell_quote(path))
     assert.equals(0, status, out)
@@ -163,8 +159,7 @@ end)
 
 describe("bench/fibscale.lua #sim", function()
   it("prints fib's tasks per second and steals at each size asked", function()
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " "
+    local env = support.lua_paths()
     local status, out = support.run(env .. "luajit bench/fibscale.lua sim 2 10 12")
     assert.equals(0, status, out)
     assert.truthy(out:find("on sim, 2 workers", 1, true), out)
@@ -174,8 +169,7 @@ describe("bench/fibscale.lua #sim", function()
   end)
 
   it("refuses a worker count or a size that is no whole number, saying which", function()
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " "
+    local env = support.lua_paths()
     local status, out = support.run(env .. "luajit bench/fibscale.lua sim many")
     assert.are_not.equals(0, status, out)
     assert.truthy(out:find('workers must be a whole number (0: the runtime\'s default), got "many"', 1, true), out)
@@ -186,8 +180,7 @@ describe("bench/fibscale.lua #sim", function()
 end)
 
 describe("bench/blocks.lua #sim", function()
-  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
+  local env = support.lua_paths()
   it("prints the block-task matmul's and softmax's rates at the worker count asked", function()
     local status, out = support.run(env .. "luajit bench/blocks.lua sim 8")
     assert.equals(0, status, out)
@@ -206,8 +199,7 @@ describe("bench/blocks.lua #sim", function()
 end)
 
 describe("bench/block_fault.lua #sim", function()
-  local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
+  local env = support.lua_paths()
   it("runs the block tasks in the suite's runtime and in each of its differences, and says so", function()
     for _, m in ipairs { "plain", "f512", "tasks512", "cold512", "loaded512", "primed512", "dropped512" } do
       local status, out = support.run(env .. "luajit bench/block_fault.lua sim " .. m)

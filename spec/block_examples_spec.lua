@@ -4,8 +4,7 @@
 local support = require "spec.support"
 
 local function run_example(backend, cmd)
-  local env = "MOONWARP_BACKEND=" .. backend .. " LUA_PATH=" .. support.shell_quote(package.path)
-    .. " LUA_CPATH=" .. support.shell_quote(package.cpath) .. " "
+  local env = "MOONWARP_BACKEND=" .. backend .. " " .. support.lua_paths()
   return support.run(env .. cmd)
 end
 

@@ -163,8 +163,7 @@ end)
 
 describe("the compile cache #sim", function()
   -- child processes find the module where this one does
-  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
+  local paths = support.lua_paths()
   local dir
   before_each(function()
     dir = os.tmpname()

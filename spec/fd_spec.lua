@@ -142,8 +142,7 @@ describe("examples/luv.lua #sim", function()
     return
   end
   it("waits in a libuv loop on rt:fd() beside a timer, and resumes each job as it completes", function()
-    local env = "MOONWARP_BACKEND=sim LUA_PATH=" .. support.shell_quote(package.path)
-      .. " LUA_CPATH=" .. support.shell_quote(package.cpath) .. " "
+    local env = "MOONWARP_BACKEND=sim " .. support.lua_paths()
     local status, out = support.run(env .. "luajit examples/luv.lua")
     assert.equals(0, status, out)
     for _, want in ipairs {

@@ -317,8 +317,7 @@ end)
 -- an await miss the task, and a waiter on the reused slot is refused or dropped.
 describe("a host future closed late by the device #sim", function()
   it("is neither reused nor counted before it is closed", function()
-    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " MOONWARP_DEVICE_DEFINE=MW_CLOSE_DELAY_NS=20000000"
+    local status, out = support.run(support.lua_paths() .. "MOONWARP_DEVICE_DEFINE=MW_CLOSE_DELAY_NS=20000000"
       .. " luajit spec/fixtures/closing.lua 10")
     assert.equals(0, status, out)
     local ms = tonumber(out:match("closing: ok, 10 rounds, the longest wait ([%d.]+) ms"))

@@ -185,8 +185,7 @@ describe("a runtime closed by the collector #sim", function()
       body)
     f:close()
     local t0 = require("moonwarp").now()
-    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " luajit " .. support.shell_quote(path))
+    local status, out = support.run(support.lua_paths() .. "luajit " .. support.shell_quote(path))
     os.remove(path)
     return status, out, require("moonwarp").now() - t0
   end

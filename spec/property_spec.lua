@@ -191,8 +191,7 @@ end)
 -- after siblings that ran whole subtrees in between must still fail its parent; and no elided
 -- calls at all (MW_NO_ELIDE). Sim only: each is a build of its own.
 describe("the executor's other builds #sim", function()
-  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
+  local paths = support.lua_paths()
   for _, define in ipairs { "MW_ELIDE", "MW_NO_ELIDE" } do
     it("keeps random trees of spawn / await / fail exact with " .. define, function()
       local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=" .. define

@@ -124,8 +124,7 @@ end)
 -- asserts it). MW_TAKE_PEEK=1 claims full batches before reading them (on sim ~600 of the
 -- 625 batches of this stream take that way), MW_GQ_POP_RUN=4u pops runs of the global queue.
 describe("the host channel's other builds #sim", function()
-  local paths = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-    .. support.shell_quote(package.cpath) .. " "
+  local paths = support.lua_paths()
   for _, define in ipairs { "MW_TAKE_PEEK=1", "MW_GQ_POP_RUN=4u" } do
     it("completes every spawn of a stream once with " .. define, function()
       -- bounded: a spawn lost would keep the script waiting for its count (status 124)

@@ -218,6 +218,13 @@ function support.setenv(name, value)
   end
 end
 
+--- The environment words that give a command run by support.run this process's Lua paths (the
+-- build under test): "LUA_PATH=... LUA_CPATH=... ".
+function support.lua_paths()
+  return "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
+    .. support.shell_quote(package.cpath) .. " "
+end
+
 --- Quotes s for the shell.
 function support.shell_quote(s)
   return "'" .. tostring(s):gsub("'", "'\\''") .. "'"

@@ -177,8 +177,7 @@ describe("Ctrl-C in a plain script #sim", function()
     local f = assert(io.open(script, "w"))
     f:write(CHILD)
     f:close()
-    local env = "LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " "
+    local env = support.lua_paths()
     os.execute(env .. "luajit " .. support.shell_quote(script) .. " > " .. support.shell_quote(out)
       .. " 2>&1 &")
     local function text()
@@ -279,8 +278,7 @@ describe("the wait handler between waits #sim", function()
     local f = assert(io.open(script, "w"))
     f:write(SIGACTION, body)
     f:close()
-    local status, out = support.run("LUA_PATH=" .. support.shell_quote(package.path) .. " LUA_CPATH="
-      .. support.shell_quote(package.cpath) .. " luajit " .. support.shell_quote(script))
+    local status, out = support.run(support.lua_paths() .. "luajit " .. support.shell_quote(script))
     os.remove(script)
     return status, out
   end
