@@ -204,7 +204,15 @@ static void configure(CUcontext ctx) {
   CHECK_CUPTI(cuptiPCSamplingGetStallReasons(&rp));
 
   const char *pe = getenv("MW_PCSAMPLE_PERIOD");
-  uint32_t period = pe && *pe ? (uint32_t)atoi(pe) : 5u;
+  uint32_t period = 5u;
+  if (pe && *pe) {
+    char *end = NULL;
+    long v = strtol(pe, &end, 10);
+    if (*end || v < 5 || v > 31)
+      fprintf(stderr, "pcsample: MW_PCSAMPLE_PERIOD is a whole number from 5 to 31, got '%s'; 5 it is\n", pe);
+    else
+      period = (uint32_t)v;
+  }
   CUpti_PCSamplingConfigurationInfo info[6];
   memset(info, 0, sizeof info);
   info[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;

@@ -10,6 +10,19 @@ if not (samples_path and cubin) then
   os.exit(2)
 end
 
+for _, path in ipairs { samples_path, cubin } do
+  local f = io.open(path, "rb")
+  if not f then
+    io.stderr:write(("report.lua: cannot read %s\n"):format(path))
+    os.exit(2)
+  end
+  f:close()
+end
+if not (top and top >= 1 and top == math.floor(top)) then
+  io.stderr:write(("report.lua: top must be a whole number >= 1, got '%s'\n"):format(arg[3]))
+  os.exit(2)
+end
+
 -- the SASS: offset -> instruction and the function it is in
 local nvdisasm = os.getenv("NVDISASM") or "nvdisasm"
 local pipe = assert(io.popen(("%s %q 2>&1"):format(nvdisasm, cubin)))
