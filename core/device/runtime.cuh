@@ -1331,6 +1331,12 @@ __device__ void mw_gq_push_lanes(mw_ctx *c, mw_u32 f) {
   mw_st64(&st->gq_seq[i], t + 1);
 }
 
+/* Cells 2k and 2k+1 of a take as bits 2k and 2k+1: whole where all 16 lanes of their half of
+ * ballot b (each lane's part carried its flags) said so. */
+__device__ __forceinline__ mw_u32 mw_ll_whole_pair(mw_u32 b, mw_u32 k) {
+  return ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k) | ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+}
+
 /* Takes the spawns waiting in the host inbox, up to W in one claim, and makes each a
  * task in a fresh frame (protocol.h, inbox ring: a take); the cancel requests among them are
  * carried out (after the spawns before them are tasks). The first task is returned to run
@@ -1391,8 +1397,7 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
         if (2u * k >= w) break;
         const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
         const mw_u32 b = __ballot_sync(MW_FULL, 2u * k + half < w && u[k].y == fl && u[k].w == fl);
-        whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
-        whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+        whole |= mw_ll_whole_pair(b, k);
       }
     }
 #if MW_TAKE_PEEK
@@ -1410,8 +1415,7 @@ template <mw_u32 W> __device__ __noinline__ mw_u32 mw_take_inbox_w(mw_ctx *c, mw
         for (mw_u32 k = 0; k < L; ++k) {
           const mw_u32 fl = MW_LL_FLAG(t + 2u * k + half);
           const mw_u32 b = __ballot_sync(MW_FULL, u[k].y == fl && u[k].w == fl);
-          whole |= ((b & 0xffffu) == 0xffffu ? 1u : 0u) << (2u * k);
-          whole |= ((b >> 16) == 0xffffu ? 1u : 0u) << (2u * k + 1u);
+          whole |= mw_ll_whole_pair(b, k);
         }
       }
     }
