@@ -1,7 +1,7 @@
 -- roundtrip.lua - the host round trip from Lua on a program of one task, beside bench/roundtrip.c's
 -- from C on the same program: the two differ by the Lua binding alone, where bench/core.lua's
 -- round trip runs on the image of the whole bench set (bench/tasks.lua).
--- Usage: luajit bench/roundtrip.lua [backend [n [pad [steps [spawns]]]]]   (n round trips after
+-- Usage: luajit bench/roundtrip.lua [backend [n [pad [steps [spawns [frame_bytes]]]]]]   (n round trips after
 -- 200 warm ones, default 5000 on cuda, 500 elsewhere; each way once: the future left to the
 -- collector as core.lua does, and closed right after its await as roundtrip.c does. pad,
 -- default 0: tasks that never run beside the one that does, each a straight body of steps
@@ -9,7 +9,8 @@
 -- the round trip's own code stays the same; 13 tasks of 256 and 1 task of 3328 grow it alike
 -- with other task counts. spawns 1: one more task that never runs but spawns, awaits, reads
 -- and releases a future, so that the executor is built with what device spawns need, as for
--- the bench set, where a program of no spawns gets an executor without them)
+-- the bench set, where a program of no spawns gets an executor without them. frame_bytes: the
+-- runtime's option, as bench/core.lua sets it to 512; default the runtime's own)
 local mw = require "moonwarp"
 
 -- argument i as a whole number >= min, or def where it is not given; a clear refusal otherwise
@@ -28,7 +29,8 @@ local n = whole(2, "the count", 1, nil)
 local pad = whole(3, "pad", 0, 0)
 local steps = whole(4, "steps", 1, 256)
 local spawns = whole(5, "spawns", 0, 0)
-local rt = assert(mw.runtime { backend = backend })
+local frame_bytes = whole(6, "frame_bytes", 1, nil)
+local rt = assert(mw.runtime { backend = backend, frame_bytes = frame_bytes })
 n = n or (rt.backend == "cuda" and 5000 or 500)
 local source = { "task int nop() { return 1; }\n" }
 for k = 1, pad do -- a body the compiler cannot fold: dependent steps of float arithmetic
@@ -81,7 +83,8 @@ for _, close in ipairs { false, true } do
   print(("Lua round trip on %s, a program of one task, %d, %s: p50 %.2f us, p99 %.2f us"):format(
     rt.backend, n, (close and "each future closed after its await" or "futures left to the collector") ..
     (pad > 0 and (", %d tasks of padding of %d steps"):format(pad, steps) or "") ..
-    (spawns > 0 and ", a task that spawns beside it" or ""),
+    (spawns > 0 and ", a task that spawns beside it" or "") ..
+    (frame_bytes and (", frames of %d bytes"):format(frame_bytes) or ""),
     p50, p99))
 end
 rt:close()
