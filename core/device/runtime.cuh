@@ -1283,7 +1283,7 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
  * 1.15 -> 2.38 M/s on an H100, the round trip, hop and fib the same). Off until the #gpu specs
  * have run with it on (they pass on sim); 0: the claim follows the read of every cell. */
 #ifndef MW_TAKE_PEEK
-#define MW_TAKE_PEEK 0
+#define MW_TAKE_PEEK 1
 #endif
 #ifndef MW_TAKE_BATCHES
 #define MW_TAKE_BATCHES 8u /* full batches an idle poller hands out before it runs a task itself */
