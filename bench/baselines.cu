@@ -89,14 +89,19 @@ __global__ void expert(const int *items, int first, int count, long long *out) {
   for (int d = 16; d > 0; d /= 2) s += __shfl_down_sync(0xffffffffu, s, d);
   if (threadIdx.x == 0) atomicAdd((unsigned long long *)out, (unsigned long long)s);
 }
-// ping-pong: the host writes n into *in, the kernel answers n into *out; 0 ends it
+// ping-pong: the host writes n into *in, the kernel answers n into *out; a negative n ends it.
+// The tightest loop: one read of host memory a poll, the last answer kept in a register, the
+// reply a plain store with no fence, request and answer in lines of their own
+// (bench/micro/pingpong.cu: reading the answer back and fencing each reply took 5.66 us p50
+// against 2.53 us on an H100)
 __global__ void pingpong(volatile int *in, volatile int *out) {
+  int last = 0;
   for (;;) {
     int v = *in;
     if (v < 0) return;
-    if (v != *out) {
-      __threadfence_system();
+    if (v != last) {
       *out = v;
+      last = v;
     }
   }
 }
@@ -130,13 +135,12 @@ int main() {
   // the floor: host <-> persistent kernel over pinned mapped memory
   {
     int *h;
-    CK(cudaHostAlloc(&h, 2 * sizeof(int), cudaHostAllocMapped));
-    h[0] = 0;
-    h[1] = 0;
+    CK(cudaHostAlloc(&h, 256, cudaHostAllocMapped));
+    for (int i = 0; i < 64; ++i) h[i] = 0;
     int *d;
     CK(cudaHostGetDevicePointer(&d, h, 0));
-    pingpong<<<1, 1, 0, s>>>(d, d + 1);
-    volatile int *in = h, *out = h + 1;
+    pingpong<<<1, 1, 0, s>>>(d, d + 32); // the answer 128 bytes after the request
+    volatile int *in = h, *out = h + 32;
     std::vector<double> v;
     for (int i = 1; i <= 10100; ++i) {
       double t0 = now();
