@@ -334,8 +334,8 @@ typedef struct mw_frame_hdr {
  *   host's next write of the cell cannot reach what the warp read. (A system fence there cost
  *   3,400 cycles a take on an H100, most of a PCIe round trip: bench/NOTES.md, v67.) Cells are
  *   freed in any order across takes: the host checks each cell's own word.
- *   A streaming take with MW_TAKE_PEEK=1 (off by default until the GPU specs have run with it;
- *   the warp's last take found more than one spawn): lane 0
+ *   A streaming take (the warp's last take found more than one spawn; MW_TAKE_PEEK=0 reads
+ *   every cell before the claim instead): lane 0
  *   reads t = head and the last word of cell t+W-1 alone; if it carries ticket t+W-1's flag
  *   and the warp's cache holds W frames, CAS head t -> t+W claims the W cells before any is
  *   read, and the warp then reads them, each part again until its flags are whole. The host

@@ -1280,8 +1280,8 @@ __device__ __noinline__ void mw_trace_end(mw_ctx *c, mw_u32 end, mw_u32 n) {
 /* 1: while the host streams, a take claims a full batch of cells once the last of them is seen
  * whole, and reads them after: four pollers reading 8 KB of lines the host is writing took
  * ~16 us a round, and 81 % of the rounds lost the claim (bench/NOTES.md, v74-v75: the C stream
- * 1.15 -> 2.38 M/s on an H100, the round trip, hop and fib the same). Off until the #gpu specs
- * have run with it on (they pass on sim); 0: the claim follows the read of every cell. */
+ * 1.15 -> 2.38 M/s on an H100, the round trip, hop and fib the same; every #gpu spec passed with
+ * it, v76-v78). 0: the claim follows the read of every cell. */
 #ifndef MW_TAKE_PEEK
 #define MW_TAKE_PEEK 1
 #endif
