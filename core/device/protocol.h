@@ -882,7 +882,8 @@ typedef struct mw_wstate {
   mw_u32 dirty;     /* bit e: cnt[e] holds counts not yet in the rows */
   mw_u32 frames_taken, frames_freed, steals;
   mw_u32 gq_turn;   /* in the CTA's first warp: 1 while one of its warps pops the global queue */
-  mw_u32 pad;
+  mw_u32 gq_hand;   /* MW_GQ_POP_RUN > 1: 0, 1 while this warp waits for the CTA's turn, f + 2
+                     * once the turn's holder handed it frame f (runtime.cuh, mw_gq_pop_cta) */
   /* kind counters (see per-worker rows): the kind each cache entry counts, and the kind each
    * of the worker's device entries holds (a copy) */
   mw_u16 cnt_kind[MW_KIND_CACHE];

@@ -554,33 +554,75 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 #ifndef MW_GQ_EVERY_WARP
 #define MW_GQ_EVERY_WARP 0 /* 1: every idle warp pops (to compare) */
 #endif
-/* The cells an idle warp's pop may claim with one CAS (a measuring variant above 1): the first
- * runs here, the others become this warp's READY records, which the CTA's other warps and
- * other CTAs can take (mw_make_runnable), so that the queue's pops, one CTA's turn-holder
- * at a time, hand out up to that many frames each (bench/NOTES.md, v75: the next step). */
+/* The cells an idle warp's pop may claim with one CAS: as many as there are warps of its CTA
+ * waiting for the turn, itself included, up to MW_GQ_POP_RUN. The first runs here; each other
+ * frame is handed to one waiting warp (its gq_hand, protocol.h), which runs it as if it had
+ * popped it; a frame no waiter took goes back to the queue. So a frame popped is always run at
+ * once by an idle warp: none waits in a busy warp's records (a pop of runs that left them there
+ * stranded long tasks while other CTAs idled: block_spec's holds, bench/NOTES.md v76). 1: one
+ * cell a pop. */
 #ifndef MW_GQ_POP_RUN
 #define MW_GQ_POP_RUN 1u
 #endif
 #if MW_GQ_POP_RUN > 1
-__device__ mw_u32 mw_gq_pop_run(mw_ctx *c);
+__device__ mw_u32 mw_gq_pop_run(mw_ctx *c, mw_u32 most, mw_u32 *f);
 #endif
 __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
   if (MW_GQ_EVERY_WARP) return mw_gq_pop(c->st);
   mw_u32 *turn = &MW_CTAS(c)[0].gq_turn;
+#if MW_GQ_POP_RUN > 1
+  /* waiting: gq_hand 1 (only this warp writes it while 0; the holder only turns 1 into f + 2) */
+  volatile mw_u32 *hand = &MW_WS(c)->gq_hand;
+  *hand = 1u;
+#endif
   {
     MW_PROBE(MW_PR_GQ_TURN); /* the wait for the CTA's turn */
+#if MW_GQ_POP_RUN > 1
+    for (;;) {
+      const mw_u32 h = *hand;
+      if (h >= 2u) { /* handed a frame: the holder read it from the queue after its fence */
+        *hand = 0u;
+        MW_FENCE(); /* the frame's contents as the holder's acquire saw them */
+        return h - 2u;
+      }
+      if (!*(volatile mw_u32 *)turn) {
+        if (atomicCAS((mw_u32 *)hand, 1u, 0u) != 1u) continue; /* handed one meanwhile */
+        if (atomicCAS(turn, 0u, 1u) == 0u) break;
+        *hand = 1u; /* waiting again */
+      }
+#ifdef MW_GQ_LEAVE_EMPTY /* a variant: no wait while the queue looks empty */
+      if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail) && atomicCAS((mw_u32 *)hand, 1u, 0u) == 1u)
+        return MW_NONE;
+#endif
+      __nanosleep(64);
+    }
+#else
     while (*(volatile mw_u32 *)turn || atomicCAS(turn, 0u, 1u) != 0u) {
 #ifdef MW_GQ_LEAVE_EMPTY /* a variant: no wait while the queue looks empty */
       if (mw_ld64(&c->st->gq_head) >= mw_ld64(&c->st->gq_tail)) return MW_NONE;
 #endif
       __nanosleep(64);
     }
+#endif
   }
   mw_u32 f;
   {
     MW_PROBE(MW_PR_GQ_POP); /* the pop itself, found a frame or not */
 #if MW_GQ_POP_RUN > 1
-    f = mw_gq_pop_run(c);
+    /* the run: this warp and each warp of the CTA waiting now */
+    mw_u32 most = 1u;
+    for (mw_u32 w = 0; w < MW_CTA_WARPS; ++w)
+      most += w != c->cw && *(volatile mw_u32 *)&MW_CTAS(c)[w].gq_hand == 1u;
+    most = most < MW_GQ_POP_RUN ? most : MW_GQ_POP_RUN;
+    mw_u32 got[MW_GQ_POP_RUN];
+    const mw_u32 n = most > 1u ? mw_gq_pop_run(c, most, got) : ((got[0] = mw_gq_pop(c->st)) != MW_NONE);
+    f = n ? got[0] : MW_NONE;
+    for (mw_u32 k = 1, w = 0; k < n; ++k) { /* each to a warp still waiting, else back */
+      for (; w < MW_CTA_WARPS; ++w)
+        if (w != c->cw && atomicCAS(&MW_CTAS(c)[w].gq_hand, 1u, got[k] + 2u) == 1u) break;
+      if (w < MW_CTA_WARPS) ++w;
+      else mw_gq_push(c->st, got[k]);
+    }
 #else
     f = mw_gq_pop(c->st);
 #endif
@@ -788,28 +830,26 @@ __device__ void mw_make_runnable(mw_ctx *c, mw_u32 f) {
 }
 
 #if MW_GQ_POP_RUN > 1
-/* mw_gq_pop that claims the run of up to MW_GQ_POP_RUN filled cells from the head with one CAS:
- * the first frame is returned, the others become this warp's READY records (a bulk or block
- * task's frame goes back to the queue: the records run plain tasks). Lane 0. */
-__device__ mw_u32 mw_gq_pop_run(mw_ctx *c) {
+/* mw_gq_pop that claims the run of up to most (<= MW_GQ_POP_RUN) filled cells from the head
+ * with one CAS, their frames into f[0..]; returns how many (0: the queue looked empty). Lane 0. */
+__device__ mw_u32 mw_gq_pop_run(mw_ctx *c, mw_u32 most, mw_u32 *f) {
   mw_state *st = c->st;
   const mw_u64 mask = st->gq_cap - 1;
   for (;;) {
     const mw_u64 t = mw_ld64(&st->gq_head);
     mw_u64 s[MW_GQ_POP_RUN];
 #pragma unroll
-    for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k) s[k] = mw_ld64(&st->gq_seq[(t + k) & mask]);
+    for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k) s[k] = k < most ? mw_ld64(&st->gq_seq[(t + k) & mask]) : 0u;
     if (s[0] != t + 1) {
-      if (s[0] < t + 1) return MW_NONE; /* empty (or the producer of t is still writing) */
-      continue;                         /* head moved on */
+      if (s[0] < t + 1) return 0; /* empty (or the producer of t is still writing) */
+      continue;                   /* head moved on */
     }
     mw_u32 n = 1;
 #pragma unroll
     for (mw_u32 k = 1; k < MW_GQ_POP_RUN; ++k)
-      if (n == k && s[k] == t + k + 1) n = k + 1;
+      if (n == k && k < most && s[k] == t + k + 1) n = k + 1;
     if (mw_cas64(&st->gq_head, t, t + n) != t) continue;
     MW_FENCE();
-    mw_u32 f[MW_GQ_POP_RUN];
 #pragma unroll
     for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k)
       if (k < n) f[k] = mw_ld32(&st->gq[(t + k) & mask]);
@@ -817,13 +857,7 @@ __device__ mw_u32 mw_gq_pop_run(mw_ctx *c) {
 #pragma unroll
     for (mw_u32 k = 0; k < MW_GQ_POP_RUN; ++k)
       if (k < n) mw_st64(&st->gq_seq[(t + k) & mask], t + k + st->gq_cap);
-#pragma unroll
-    for (mw_u32 k = 1; k < MW_GQ_POP_RUN; ++k) {
-      if (k >= n) break;
-      if (mw_frame(c, f[k])->flags & (MW_FR_BULK | MW_FR_BLOCK)) mw_gq_push(st, f[k]);
-      else mw_make_runnable(c, f[k]);
-    }
-    return f[0];
+    return n;
   }
 }
 #endif
