@@ -134,15 +134,4 @@ describe("the host channel's other builds #sim", function()
       assert.truthy(out:find("20000 host spawns in a stream in", 1, true), out)
     end)
   end
-
-  -- A pop of a run once left the frames past the first in the popping warp's records, which
-  -- only its CTA's warps take: with a long task a worker, some waited behind busy warps while
-  -- other CTAs' warps idled (on sim at 16 workers: "round 2: 14 of 16 long tasks running after
-  -- 30 s"). Now each goes to a warp of the CTA that waits for the queue, or back to the queue.
-  it("runs every long task of a worker each at once with MW_GQ_POP_RUN=4u", function()
-    local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=MW_GQ_POP_RUN=4u"
-      .. " timeout 400 luajit spec/fixtures/holds.lua sim 16 10")
-    assert.equals(0, status, out)
-    assert.truthy(out:find("10 rounds of 16 long tasks", 1, true), out)
-  end)
 end)

@@ -265,8 +265,15 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Callb
   }
 }
 
+/* every process that loads this library says so, so that a run without samples tells a
+ * library never loaded from a driver that never called it */
+__attribute__((constructor)) static void loaded(void) {
+  fprintf(stderr, "pcsample (pid %d): loaded, writing to %s\n", (int)getpid(), out_path());
+}
+
 /* called by the driver at cuInit when CUDA_INJECTION64_PATH names this library */
 int InitializeInjection(void) {
+  fprintf(stderr, "pcsample (pid %d): initialised by the driver\n", (int)getpid());
   table = calloc(TABLE, sizeof *table);
   alloc_buf(&config_buf);
   alloc_buf(&drain_buf);

@@ -557,10 +557,10 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
 /* The cells an idle warp's pop may claim with one CAS: as many as there are warps of its CTA
  * waiting for the turn, itself included, up to MW_GQ_POP_RUN. The first runs here; each other
  * frame is handed to one waiting warp (its gq_hand, protocol.h), which runs it as if it had
- * popped it; a frame no waiter took goes back to the queue. So a frame popped is always run at
- * once by an idle warp: none waits in a busy warp's records (a pop of runs that left them there
- * stranded long tasks while other CTAs idled: block_spec's holds, bench/NOTES.md v76). 1: one
- * cell a pop. */
+ * popped it; a frame no waiter took goes back to the queue, so that none waits in a busy warp's
+ * records (a pop of runs that left them there stranded long tasks while other CTAs idled:
+ * block_spec's holds, bench/NOTES.md v76). bench/holds.lua still finds a long task not
+ * started now and then on sim with it (v76-v80): off until that is found. 1: one cell a pop. */
 #ifndef MW_GQ_POP_RUN
 #define MW_GQ_POP_RUN 1u
 #endif
