@@ -615,7 +615,7 @@ __device__ mw_u32 mw_gq_pop_cta(mw_ctx *c) {
       most += w != c->cw && *(volatile mw_u32 *)&MW_CTAS(c)[w].gq_hand == 1u;
     most = most < MW_GQ_POP_RUN ? most : MW_GQ_POP_RUN;
     mw_u32 got[MW_GQ_POP_RUN];
-    const mw_u32 n = most > 1u ? mw_gq_pop_run(c, most, got) : ((got[0] = mw_gq_pop(c->st)) != MW_NONE);
+    const mw_u32 n = mw_gq_pop_run(c, most, got);
     f = n ? got[0] : MW_NONE;
     for (mw_u32 k = 1, w = 0; k < n; ++k) { /* each to a warp still waiting, else back */
       for (; w < MW_CTA_WARPS; ++w)
