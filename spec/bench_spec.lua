@@ -154,6 +154,16 @@ describe("bench/roundtrip.lua #sim", function()
     refuses("roundtrip.lua sim 10 1 0", "steps must be a whole number >= 1, got '0'")
     refuses("roundtrip.lua sim 10 abc", "pad must be a whole number >= 0, got 'abc'")
     refuses("roundtrip.lua sim 10 0 256 x", "spawns must be a whole number >= 0, got 'x'")
+    refuses("roundtrip.lua sim 10 0 256 0 0", "frame_bytes must be a whole number >= 1, got '0'")
+  end)
+end)
+
+describe("bench/holds.lua #sim", function()
+  it("refuses a worker or round count that is no whole number, saying so", function()
+    local usage = "usage: luajit bench/holds.lua [backend [workers [rounds]]] (workers and rounds whole numbers from 1)"
+    refuses("holds.lua sim x", usage)
+    refuses("holds.lua sim 8 0", usage)
+    refuses("holds.lua sim 8 2.5", usage)
   end)
 end)
 
