@@ -368,7 +368,7 @@ if want stalls; then
   cupti_inc=$(for d in /usr/local/cuda/extras/CUPTI/include /usr/local/cuda/include; do
     [ -e "$d/cupti_pcsampling.h" ] && echo "$d" && break; done)
   if [ -z "$cupti_lib" ] || [ -z "$cupti_inc" ] || ! timeout 60 cc -O2 -shared -fPIC bench/pcsample/pcsample.c -I"$cupti_inc" \
-    -I/usr/local/cuda/include -L"$cupti_lib" -Wl,-rpath,"$cupti_lib" -lcupti -lpthread -o build-gpu/libmwpcsample.so; then
+    -I/usr/local/cuda/include -L"$cupti_lib" -Wl,-rpath,"$cupti_lib" -lcupti -ldl -lpthread -o build-gpu/libmwpcsample.so; then
     echo "no CUPTI to build bench/pcsample/pcsample.c with (lib: '${cupti_lib}', include: '${cupti_inc}')" | tee -a "$out/stalls.txt"
   else
     runs=${STALLS_RUNS:-"rt0:luajit bench/roundtrip.lua cuda 20000 0;rt13:luajit bench/roundtrip.lua cuda 20000 13;stream:./build-gpu/bench_roundtrip 200 1000000"}

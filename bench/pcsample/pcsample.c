@@ -6,11 +6,12 @@
  * go to $MW_PCSAMPLE_OUT (default pcsample.txt), and each module loaded to OUT.<module id>.cubin
  * for the offsets' disassembly (nvdisasm). bench/pcsample/report.py reads them.
  * Build: cc -O2 -shared -fPIC bench/pcsample/pcsample.c -I$CUDA/include -L$CUPTI_LIB -lcupti
- *        -lpthread -o libmwpcsample.so
+ *        -ldl -lpthread -o libmwpcsample.so
  * Use:   CUDA_INJECTION64_PATH=$PWD/libmwpcsample.so MW_PCSAMPLE_OUT=/tmp/ps.txt luajit ...
  * $MW_PCSAMPLE_PERIOD: the sampling period's exponent, 5..31 (2^(5+p) cycles; default 5). */
 #include <cuda.h>
 #include <cupti.h>
+#include <dlfcn.h>
 #include <cupti_pcsampling.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -150,8 +151,16 @@ static void write_out(void) {
 
 static void *drain_loop(void *arg) {
   (void)arg;
+  /* the sampled context current here too, for CUPTI's reads. The driver's entry is looked up in
+   * the driver the process loaded: linked against it, this library would not load where the
+   * process opened the driver with dlopen (RTLD_LOCAL), and the driver drops an injection library
+   * that fails to load without a word */
+  CUresult (*set_current)(CUcontext) = NULL;
+  void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (drv) *(void **)&set_current = dlsym(drv, "cuCtxSetCurrent");
   pthread_mutex_lock(&lock);
-  if (sampled) cuCtxSetCurrent(sampled); /* the sampled context current here too, for CUPTI's reads */
+  if (sampled && set_current) set_current(sampled);
+  else if (sampled) fprintf(stderr, "pcsample: no cuCtxSetCurrent in the loaded driver (%s)\n", dlerror());
   pthread_mutex_unlock(&lock);
   while (__atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
     usleep(50000);
