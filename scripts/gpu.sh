@@ -26,7 +26,7 @@
 #              of them, default 20000), for $HOSTPATH_MODES at $HOSTPATH_PROBE_WORKERS (default
 #              "roundtrip stream" at 528; HOSTPATH_VARIANTS set and empty: the probes alone)
 #   stalls     CUPTI's PC sampling of the running executor (bench/pcsample/) per workload of
-#              $STALLS_RUNS ("name:command;..."), its period 2^(5+$STALLS_PERIOD) cycles (default 8)
+#              $STALLS_RUNS ("name:command;..."), its period 2^$STALLS_PERIOD cycles (default 13)
 #   micro      bench/micro/NAME.cu for each NAME of $MICRO (default hostread), built and run
 #   core       bench/core.lua per variant ($CORE_VARIANTS, "-" the default), at each worker count
 #              of $CORE_WORKERS (default 0: the runtime's default; 1 times a task on one warp)
@@ -377,7 +377,7 @@ if want stalls; then
       name=${r%%:*}
       echo "# $name: ${r#*:}" | tee -a "$out/stalls.txt"
       CUDA_INJECTION64_PATH=$PWD/build-gpu/libmwpcsample.so MW_PCSAMPLE_OUT=$out/stalls-$name.txt \
-        MW_PCSAMPLE_PERIOD=${STALLS_PERIOD:-8} timeout 120 ${r#*:} 2>&1 | tee -a "$out/stalls.txt"
+        MW_PCSAMPLE_PERIOD=${STALLS_PERIOD:-13} timeout 120 ${r#*:} 2>&1 | tee -a "$out/stalls.txt"
     done
   fi
 fi

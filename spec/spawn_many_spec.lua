@@ -122,10 +122,11 @@ end)
 -- The executor's variants of the host channel (bench/NOTES.md), built on sim: a stream of
 -- fire-and-forget spawns from one spawn_many, every one completed once (bench/profile_chain.lua
 -- asserts it). MW_TAKE_PEEK=0 reads every cell of a take before it claims them (the default
--- claims a full batch first), MW_GQ_POP_RUN=4u pops runs of the global queue.
+-- claims a full batch first), MW_GQ_POP_RUN=1u pops one cell of the global queue at a time
+-- (the default pops runs and hands them to the CTA's waiting warps).
 describe("the host channel's other builds #sim", function()
   local paths = support.lua_paths()
-  for _, define in ipairs { "MW_TAKE_PEEK=0", "MW_GQ_POP_RUN=4u" } do
+  for _, define in ipairs { "MW_TAKE_PEEK=0", "MW_GQ_POP_RUN=1u" } do
     it("completes every spawn of a stream once with " .. define, function()
       -- bounded: a spawn lost would keep the script waiting for its count (status 124)
       local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=" .. define

@@ -8,7 +8,8 @@
  * Build: cc -O2 -shared -fPIC bench/pcsample/pcsample.c -I$CUDA/include -L$CUPTI_LIB -lcupti
  *        -ldl -lpthread -o libmwpcsample.so
  * Use:   CUDA_INJECTION64_PATH=$PWD/libmwpcsample.so MW_PCSAMPLE_OUT=/tmp/ps.txt luajit ...
- * $MW_PCSAMPLE_PERIOD: the sampling period's exponent, 5..31 (2^(5+p) cycles; default 5). */
+ * $MW_PCSAMPLE_PERIOD: the sampling period, 2^p cycles for p from 5 to 31 (default 5); $MW_PCSAMPLE_HWBUF_MB:
+ * the hardware buffer CUPTI fills, in MB (default 1024). */
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
@@ -46,7 +47,7 @@ static uint32_t reason_index[MAX_REASONS];
 static char *reason_name[MAX_REASONS];
 static CUcontext sampled; /* the one context sampled (the first created) */
 static CUpti_PCSamplingData config_buf, drain_buf;
-static uint64_t total_samples, dropped_samples, lost_rows, drains, drained_pcs;
+static uint64_t total_samples, dropped_samples, lost_rows, drains, drained_pcs, full_reads;
 static size_t nrows;
 static int running, written, configured; /* configured: this process sampled a context */
 static pthread_t drainer;
@@ -109,6 +110,14 @@ static void drain(void) {
     p.pcSamplingData = &drain_buf;
     drain_buf.totalNumPcs = 0;
     CUptiResult r = cuptiPCSamplingGetData(&p);
+    if (r == CUPTI_ERROR_OUT_OF_MEMORY) { /* the hardware buffer filled: what came is kept, and counted */
+      if (!full_reads++)
+        fprintf(stderr, "pcsample: the hardware buffer filled (samples lost); a longer period (MW_PCSAMPLE_PERIOD) or a larger buffer (MW_PCSAMPLE_HWBUF_MB) keeps up\n");
+      ++drains;
+      drained_pcs += drain_buf.totalNumPcs;
+      absorb(&drain_buf);
+      break;
+    }
     if (r != CUPTI_SUCCESS) {
       static int told;
       const char *msg = "?";
@@ -144,9 +153,9 @@ static void write_out(void) {
     fputc('\n', f);
   }
   fclose(f);
-  fprintf(stderr, "pcsample (pid %d): %llu samples (%llu dropped), %llu PCs from %llu reads, in %s\n", (int)getpid(),
-          (unsigned long long)total_samples, (unsigned long long)dropped_samples,
-          (unsigned long long)drained_pcs, (unsigned long long)drains, path);
+  fprintf(stderr, "pcsample (pid %d): %llu samples (%llu dropped), %llu PCs from %llu reads (%llu with the buffer full), in %s\n",
+          (int)getpid(), (unsigned long long)total_samples, (unsigned long long)dropped_samples,
+          (unsigned long long)drained_pcs, (unsigned long long)drains, (unsigned long long)full_reads, path);
 }
 
 static void *drain_loop(void *arg) {
@@ -222,7 +231,19 @@ static void configure(CUcontext ctx) {
     else
       period = (uint32_t)v;
   }
-  CUpti_PCSamplingConfigurationInfo info[6];
+  /* the hardware buffer (MB) and how often CUPTI's threads decode it: at the default 512 MB and
+   * 100 ms, a period of 2^8 cycles over 528 resident warps filled it (v81) */
+  size_t hwbuf_mb = 1024;
+  const char *hb = getenv("MW_PCSAMPLE_HWBUF_MB");
+  if (hb && *hb) {
+    char *end = NULL;
+    long v = strtol(hb, &end, 10);
+    if (*end || v < 16 || v > 16384)
+      fprintf(stderr, "pcsample: MW_PCSAMPLE_HWBUF_MB is a whole number from 16 to 16384, got '%s'; 1024 it is\n", hb);
+    else
+      hwbuf_mb = (size_t)v;
+  }
+  CUpti_PCSamplingConfigurationInfo info[8];
   memset(info, 0, sizeof info);
   info[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
   info[0].attributeData.samplingPeriodData.samplingPeriod = period;
@@ -240,7 +261,11 @@ static void configure(CUcontext ctx) {
   CUpti_PCSamplingConfigurationInfoParams cp = {0};
   cp.size = CUpti_PCSamplingConfigurationInfoParamsSize;
   cp.ctx = ctx;
-  cp.numAttributes = 6;
+  info[6].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE;
+  info[6].attributeData.hardwareBufferSizeData.hardwareBufferSize = hwbuf_mb << 20;
+  info[7].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN;
+  info[7].attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = 10; /* ms */
+  cp.numAttributes = 8;
   cp.pPCSamplingConfigurationInfo = info;
   CHECK_CUPTI(cuptiPCSamplingSetConfigurationAttribute(&cp));
   sampled = ctx;
@@ -248,7 +273,7 @@ static void configure(CUcontext ctx) {
   running = 1;
   pthread_create(&drainer, NULL, drain_loop, NULL);
   fprintf(stderr, "pcsample (pid %d): sampling context %p, %zu stall reasons, period 2^%u cycles\n", (int)getpid(),
-          (void *)ctx, n, period + 5);
+          (void *)ctx, n, period);
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id, const void *data) {
