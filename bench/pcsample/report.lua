@@ -64,10 +64,12 @@ for line in io.lines(samples_path) do
   if not line:match("^#") then
     local f, pc, rest = line:match("^(%S+) 0x(%x+) (.*)$")
     if f then
+      -- CUPTI counts each stall twice: as X and, when the warp issued nothing, as X_not_issued
+      -- too; the sum and the shares count the first kind only
       local n, sum = {}, 0
       for v in rest:gmatch("%d+") do
         n[#n + 1] = tonumber(v)
-        sum = sum + n[#n]
+        if not (reasons[#n] or ""):match("_not_issued$") then sum = sum + n[#n] end
       end
       rows[#rows + 1] = { kernel = f, pc = tonumber(pc, 16), n = n, sum = sum }
     end
@@ -77,7 +79,7 @@ print(header or "# (no header)")
 
 local function top_reasons(n, total, k)
   local idx = {}
-  for i = 1, #n do if n[i] > 0 then idx[#idx + 1] = i end end
+  for i = 1, #n do if n[i] > 0 and not (reasons[i] or ""):match("_not_issued$") then idx[#idx + 1] = i end end
   table.sort(idx, function(a, b) return n[a] > n[b] end)
   local parts = {}
   for j = 1, math.min(k, #idx) do
