@@ -1160,8 +1160,15 @@ __device__ __forceinline__ void mw_host_record(mw_ctx *c, mw_u64 t, mw_u32 s, mw
 
 /* Completes slot s (generation gen), whose result is written already: the counters to the rows,
  * CLOSED published, its waiters woken; a host slot's closed word last (protocol.h, completion ring).
- * The protocol for futures another warp or the host may wait on. Lane 0. */
-__device__ __noinline__ void mw_close_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status) {
+ * The protocol for futures another warp or the host may wait on. Lane 0.
+ * MW_CLOSE_INLINE, a variant: inlined where it is called (the stall sampler found most of the
+ * close's samples at its first instruction, waiting on the call: bench/NOTES.md, v82). */
+#ifdef MW_CLOSE_INLINE
+#define MW_CLOSE_SLOT_LINKAGE __forceinline__
+#else
+#define MW_CLOSE_SLOT_LINKAGE __noinline__
+#endif
+__device__ MW_CLOSE_SLOT_LINKAGE void mw_close_slot(mw_ctx *c, mw_u32 s, mw_u32 gen, mw_u32 status) {
   MW_PROBE(MW_PR_SLOT);
   mw_slot *sl = &c->slots[s];
 #ifdef MW_CLOSE_DELAY_NS
