@@ -199,6 +199,18 @@ static void finish(void) {
   pthread_mutex_unlock(&lock);
 }
 
+/* the whole number in environment variable name, from lo to hi; def where it is unset, and
+ * where it is anything else, said so */
+static long env_whole(const char *name, long lo, long hi, long def) {
+  const char *e = getenv(name);
+  if (!e || !*e) return def;
+  char *end = NULL;
+  long v = strtol(e, &end, 10);
+  if (!*end && v >= lo && v <= hi) return v;
+  fprintf(stderr, "pcsample: %s is a whole number from %ld to %ld, got '%s'; %ld it is\n", name, lo, hi, e, def);
+  return def;
+}
+
 static void configure(CUcontext ctx) {
   CUpti_PCSamplingEnableParams e = {0};
   e.size = CUpti_PCSamplingEnableParamsSize;
@@ -221,28 +233,10 @@ static void configure(CUcontext ctx) {
   rp.stallReasons = reason_name;
   CHECK_CUPTI(cuptiPCSamplingGetStallReasons(&rp));
 
-  const char *pe = getenv("MW_PCSAMPLE_PERIOD");
-  uint32_t period = 5u;
-  if (pe && *pe) {
-    char *end = NULL;
-    long v = strtol(pe, &end, 10);
-    if (*end || v < 5 || v > 31)
-      fprintf(stderr, "pcsample: MW_PCSAMPLE_PERIOD is a whole number from 5 to 31, got '%s'; 5 it is\n", pe);
-    else
-      period = (uint32_t)v;
-  }
+  const uint32_t period = (uint32_t)env_whole("MW_PCSAMPLE_PERIOD", 5, 31, 5);
   /* the hardware buffer (MB) and how often CUPTI's threads decode it: at the default 512 MB and
    * 100 ms, a period of 2^8 cycles over 528 resident warps filled it (v81) */
-  size_t hwbuf_mb = 1024;
-  const char *hb = getenv("MW_PCSAMPLE_HWBUF_MB");
-  if (hb && *hb) {
-    char *end = NULL;
-    long v = strtol(hb, &end, 10);
-    if (*end || v < 16 || v > 16384)
-      fprintf(stderr, "pcsample: MW_PCSAMPLE_HWBUF_MB is a whole number from 16 to 16384, got '%s'; 1024 it is\n", hb);
-    else
-      hwbuf_mb = (size_t)v;
-  }
+  const size_t hwbuf_mb = (size_t)env_whole("MW_PCSAMPLE_HWBUF_MB", 16, 16384, 1024);
   CUpti_PCSamplingConfigurationInfo info[8];
   memset(info, 0, sizeof info);
   info[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
