@@ -299,7 +299,21 @@ typedef struct mw_frame_hdr {
 #define MW_FRING(t, frame) ((mw_u64)(mw_u32)((t) + 1u) << 32 | (mw_u64)(mw_u32)(frame))
 
 /* ---- queue entries -------------------------------------------------------------------------
- * The global run queue holds frame indices (u32). MW_NONE is "empty". */
+ * The global run queue holds frame indices (u32). MW_NONE is "empty". It is a bounded MPMC
+ * ring with a sequence word per cell (gq_seq): a push takes ticket t = atomicAdd(gq_tail), waits
+ * for gq_seq[t & mask] == t, stores the frame, dev-release (the fence also publishes the frame's
+ * contents), gq_seq = t + 1. An idle warp pops only while it holds its CTA's turn (gq_turn of
+ * the CTA's first warp, taken by CAS 0 -> 1, given back by exchange). The holder claims the run
+ * of filled cells t .. t + n - 1 from gq_head (gq_seq[i] == its ticket + 1 each, n at most the
+ * CTA's warps waiting for the turn, itself included, and MW_GQ_POP_RUN) with one CAS of gq_head
+ * from t to t + n, dev-acquire (pairs with the pushes' releases), reads the frames, a fence,
+ * gq_seq = ticket + cap for each (the cells free again). Hand-off (mw_wstate.gq_hand): a warp
+ * that waits for the turn stores 1 in its own word; the holder hands frame f to it by CAS 1 ->
+ * f + 2, after its acquire above, so the frame's contents are visible to whoever sees f + 2 and
+ * fences (the waiter: reads f + 2, stores 0, dev-acquire, runs f). A waiter that sees the turn
+ * free first withdraws by CAS 1 -> 0; if that CAS fails it was handed a frame and takes it. A
+ * frame no waiter accepts goes back by a push. So a popped frame is always in exactly one of:
+ * the holder's hands, one waiter's gq_hand, or the queue again. */
 #define MW_NONE 0xffffffffu
 
 /* ---- LL words: records that one read sees whole ---------------------------------------------
