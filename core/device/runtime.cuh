@@ -563,7 +563,7 @@ __device__ mw_u32 mw_gq_pop(mw_state *st) {
  * bench/holds.lua started every long task at 132, 528 and 1,056 workers, and it took the C
  * stream of host spawns 2.4 -> 3.7-4.0 M/s and fib(30) 347 -> 370 M tasks/s on an H100 (v81).
  * On sim, bench/holds.lua failed 2 of 35 runs inside a busted spec file on a loaded machine
- * (0 of 25 with one cell a pop, 0 of 32 outside busted): not found (bench/NOTES.md).
+ * (0 of 25 with one cell a pop, 0 of 44 outside busted): not found (bench/NOTES.md).
  * 1: one cell a pop, as before. */
 #ifndef MW_GQ_POP_RUN
 #define MW_GQ_POP_RUN 4u
