@@ -29,6 +29,7 @@ __global__ void copy(const float *x, float *y, long n) {
   for (; i < n; i += (long)gridDim.x * blockDim.x) y[i] = x[i];
 }
 #include "block_kernels.cuh"
+#include "pingpong.cuh"
 // one block of 32 threads per 16x16 tile, as the suite's tasks. The bodies are shared by the
 // plain stage kernels and their PDL versions below, so every variant does the same arithmetic.
 __device__ __forceinline__ void stage_in_body(float *t) {
@@ -89,23 +90,9 @@ __global__ void expert(const int *items, int first, int count, long long *out) {
   for (int d = 16; d > 0; d /= 2) s += __shfl_down_sync(0xffffffffu, s, d);
   if (threadIdx.x == 0) atomicAdd((unsigned long long *)out, (unsigned long long)s);
 }
-// ping-pong: the host writes n into *in, the kernel answers n into *out; a negative n ends it.
-// The tightest loop: one read of host memory a poll, the last answer kept in a register, the
-// reply a plain store with no fence, request and answer in lines of their own
-// (bench/micro/pingpong.cu: reading the answer back and fencing each reply took 5.66 us p50
+// the ping-pong floor: pp_register<false> with request and answer 128 bytes apart, the tightest
+// loop (bench/micro/pingpong.cu: reading the answer back and fencing each reply took 5.66 us p50
 // against 2.53 us on an H100)
-__global__ void pingpong(volatile int *in, volatile int *out) {
-  int last = 0;
-  for (;;) {
-    int v = *in;
-    if (v < 0) return;
-    if (v != last) {
-      *out = v;
-      last = v;
-    }
-  }
-}
-
 static long fib_omp(int n) {
   if (n < 2) return n;
   long a, b;
@@ -134,26 +121,9 @@ int main() {
   }
   // the floor: host <-> persistent kernel over pinned mapped memory
   {
-    int *h;
-    CK(cudaHostAlloc(&h, 256, cudaHostAllocMapped));
-    for (int i = 0; i < 64; ++i) h[i] = 0;
-    int *d;
-    CK(cudaHostGetDevicePointer(&d, h, 0));
-    pingpong<<<1, 1, 0, s>>>(d, d + 32); // the answer 128 bytes after the request
-    volatile int *in = h, *out = h + 32;
-    std::vector<double> v;
-    for (int i = 1; i <= 10100; ++i) {
-      double t0 = now();
-      *in = i;
-      while (*out != i) {
-      }
-      if (i > 100) v.push_back((now() - t0) * 1e6);
-    }
-    *in = -1;
-    CK(cudaStreamSynchronize(s));
+    std::vector<double> v = pingpong_times(pp_register<false>, 32, 10000, s);
     printf("round trip/ping-pong floor p50,%.3f\n", pct(v, 0.5));
     printf("round trip/ping-pong floor p99,%.3f\n", pct(v, 0.99));
-    CK(cudaFreeHost(h));
   }
   // dependent chain: 10,000 dependent launches on a stream, and the same as a CUDA graph
   {
