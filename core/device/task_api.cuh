@@ -508,6 +508,14 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
     *seen = (mw_u32)per;
   }
 }
+/* A direct call writes the warp's progress (mw_wstate.progress, read by thieves of its CTA) at
+ * every MW_DIRECT_PROGRESS_EVERY-th call (a power of two; 1: every call). A record's calls are
+ * set where progress is written too (mw_tick), so progress is never behind a record's; writing it
+ * less often only lets thieves see the owner move on later. A variant: the store shares a line of
+ * the warp's row with the nfree_slots load of every direct call (bench/NOTES.md, v84). */
+#ifndef MW_DIRECT_PROGRESS_EVERY
+#define MW_DIRECT_PROGRESS_EVERY 1u
+#endif
 /* Whether a spawn-now of kind with argument struct args (and extra: a bulk task's count) may
  * call the body here: what mw_spawn_now asks (no bulk instance, cancellation, stop, woken task to
  * nest, trace, room for a level), no look at the clock due, and a free slot in the warp's cache
@@ -534,7 +542,7 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
                       (mw_u32)(extra != 0u && !mw_alone(c, kind, extra));
   if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
-  if (c->lane == 0) c->ws->progress = n;
+  if (c->lane == 0 && (n & (MW_DIRECT_PROGRESS_EVERY - 1u)) == 0u) c->ws->progress = n;
   return true;
 #endif
 }
