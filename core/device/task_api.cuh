@@ -508,11 +508,19 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
     *seen = (mw_u32)per;
   }
 }
+/* Whether this is lane 0 of its warp. MW_HOP_LANE_REG, a variant: on the GPU from the thread's
+ * index (a register) rather than the context's lane (a load from local memory that each of the
+ * hop's branches on it waited for: bench/NOTES.md, v84); the executor's CTAs are one-dimensional
+ * (c->lane = threadIdx.x & 31). */
+#if defined(MW_HOP_LANE_REG) && !defined(MW_SIM)
+#define MW_LANE_IS0(c) ((threadIdx.x & 31u) == 0u)
+#else
+#define MW_LANE_IS0(c) ((c)->lane == 0u)
+#endif
 /* A direct call writes the warp's progress (mw_wstate.progress, read by thieves of its CTA) at
  * every MW_DIRECT_PROGRESS_EVERY-th call (a power of two; 1: every call). A record's calls are
  * set where progress is written too (mw_tick), so progress is never behind a record's; writing it
- * less often only lets thieves see the owner move on later. A variant: the store shares a line of
- * the warp's row with the nfree_slots load of every direct call (bench/NOTES.md, v84). */
+ * less often only lets thieves see the owner move on later. A variant (bench/NOTES.md, v84). */
 #ifndef MW_DIRECT_PROGRESS_EVERY
 #define MW_DIRECT_PROGRESS_EVERY 1u
 #endif
@@ -542,7 +550,7 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
                       (mw_u32)(extra != 0u && !mw_alone(c, kind, extra));
   if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
-  if (c->lane == 0 && (n & (MW_DIRECT_PROGRESS_EVERY - 1u)) == 0u) c->ws->progress = n;
+  if (MW_LANE_IS0(c) && (n & (MW_DIRECT_PROGRESS_EVERY - 1u)) == 0u) c->ws->progress = n;
   return true;
 #endif
 }
@@ -555,7 +563,11 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
   if (!f.h) return mw_now_end(c, kind, bits);
+#ifdef MW_HOP_LANE_REG
+  mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read */
+#else
   if (c->lane == 0) mw_count_ran(c, kind);
+#endif
   return f;
 }
 #ifdef MW_ELIDE
