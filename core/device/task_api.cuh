@@ -508,14 +508,15 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
     *seen = (mw_u32)per;
   }
 }
-/* Whether this is lane 0 of its warp. MW_HOP_LANE_REG, a variant: on the GPU from the thread's
- * index (a register) rather than the context's lane (a load from local memory that each of the
- * hop's branches on it waited for: bench/NOTES.md, v84); the executor's CTAs are one-dimensional
- * (c->lane = threadIdx.x & 31). */
-#if defined(MW_HOP_LANE_REG) && !defined(MW_SIM)
-#define MW_LANE_IS0(c) ((threadIdx.x & 31u) == 0u)
-#else
+/* Whether this is lane 0 of its warp: on the GPU from the thread's index (a register; the
+ * executor's CTAs are one-dimensional, c->lane = threadIdx.x & 31), not from the context's lane,
+ * a load from local memory that each of the direct call's branches on it waited for: the hop
+ * 0.639 -> 0.598 us (five turns each on an H100, fib the same; bench/NOTES.md, v84).
+ * MW_HOP_LANE_CTX, a variant: the context's lane, as before. */
+#if defined(MW_HOP_LANE_CTX) || defined(MW_SIM)
 #define MW_LANE_IS0(c) ((c)->lane == 0u)
+#else
+#define MW_LANE_IS0(c) ((threadIdx.x & 31u) == 0u)
 #endif
 /* A direct call writes the warp's progress (mw_wstate.progress, read by thieves of its CTA) at
  * every MW_DIRECT_PROGRESS_EVERY-th call (a power of two; 1: every call). A record's calls are
@@ -563,11 +564,10 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
   if (!f.h) return mw_now_end(c, kind, bits);
-#ifdef MW_HOP_LANE_REG
-  mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read */
-#else
-  if (c->lane == 0) mw_count_ran(c, kind);
+#ifdef MW_HOP_LANE_CTX
+  if (c->lane == 0)
 #endif
+    mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read (as mw_fast_done) */
   return f;
 }
 #ifdef MW_ELIDE
