@@ -63,11 +63,17 @@ struct future {
 /* The result bits an inline handle carries (protocol.h, handles). */
 __device__ __forceinline__ mw_u64 mw_inline_bits(mw_u64 h) {
   const mw_u32 w = (mw_u32)(h >> 32);
+#ifdef MW_VAL_SELECT /* a variant: the three cases selected, not branched (bench/NOTES.md, v84) */
+  const mw_u32 m = (mw_u32)h & 3u;
+  const mw_u64 sign = (mw_u64)(long long)(int)w, high = (mw_u64)w << 32;
+  return m == MW_INL_SIGN ? sign : m == MW_INL_HIGH ? high : (mw_u64)w;
+#else
   switch ((mw_u32)h & 3u) {
   case MW_INL_SIGN: return (mw_u64)(long long)(int)w;
   case MW_INL_HIGH: return (mw_u64)w << 32;
   default: return w;
   }
+#endif
 }
 /* level.bad values that are not futures */
 #define MW_BAD_STALE 1ull
@@ -230,12 +236,18 @@ struct mw_val {
     }
   }
   __device__ long long as_i64() const {
+#ifdef MW_VAL_SELECT /* a variant: the integer cases selected, not a jump table (bench/NOTES.md, v84) */
+    if (is_float()) return (long long)as_double();
+    const long long i32 = (long long)(int)(mw_u32)bits, u32 = (long long)(mw_u32)bits;
+    return rtype == MW_RT_I32 ? i32 : rtype == MW_RT_U32 ? u32 : (long long)bits;
+#else
     switch (rtype) {
       case MW_RT_F64: case MW_RT_F32: return (long long)as_double();
       case MW_RT_I32: return (long long)(int)(mw_u32)bits;
       case MW_RT_U32: return (long long)(mw_u32)bits;
       default: return (long long)bits;
     }
+#endif
   }
   __device__ bool is_float() const { return rtype == MW_RT_F32 || rtype == MW_RT_F64; }
   __device__ bool is_u64() const {
@@ -560,6 +572,17 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
   future f;
   f.h = 0;
+#if defined(MW_HOP_EAGER) && !defined(MW_NO_INLINE_RESULT) && !defined(MW_HOP_LANE_CTX)
+  /* a variant: the fields that the branches below test, loaded together before the first (each
+   * was a load from local memory that its branch waited for: bench/NOTES.md, v84) */
+  const int st = c->status;
+  const mw_u32 rk = c->ran_kind, rn = c->ran_n;
+  if (st == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
+  if (!f.h) return mw_now_end(c, kind, bits);
+  if (rk == kind) c->ran_n = rn + 1u;
+  else mw_count_ran_switch(c, kind);
+  return f;
+#else
 #ifndef MW_NO_INLINE_RESULT
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
@@ -569,6 +592,7 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
 #endif
     mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read (as mw_fast_done) */
   return f;
+#endif
 }
 #ifdef MW_ELIDE
 /* Elided calls (the default; MW_NO_ELIDE builds without them; bench/NOTES.md, "Next for fib").
