@@ -4,7 +4,7 @@
  * which ncu therefore cannot profile, is sampled as it runs. A thread drains the samples every
  * 50 ms; at the process's end (or its context's destruction) the counts per PC and stall reason
  * go to $MW_PCSAMPLE_OUT (default pcsample.txt), and each module loaded to OUT.<module id>.cubin
- * for the offsets' disassembly (nvdisasm). bench/pcsample/report.py reads them.
+ * for the offsets' disassembly (nvdisasm). bench/pcsample/report.lua reads them.
  * Build: cc -O2 -shared -fPIC bench/pcsample/pcsample.c -I$CUDA/include -L$CUPTI_LIB -lcupti
  *        -ldl -lpthread -o libmwpcsample.so
  * Use:   CUDA_INJECTION64_PATH=$PWD/libmwpcsample.so MW_PCSAMPLE_OUT=/tmp/ps.txt luajit ...

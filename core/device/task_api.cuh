@@ -572,27 +572,25 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
   future f;
   f.h = 0;
-#if defined(MW_HOP_EAGER) && !defined(MW_NO_INLINE_RESULT) && !defined(MW_HOP_LANE_CTX)
-  /* a variant: the fields that the branches below test, loaded together before the first (each
-   * was a load from local memory that its branch waited for: bench/NOTES.md, v84) */
-  const int st = c->status;
+#ifdef MW_HOP_EAGER
+  /* a variant: the fields that the branches below test, loaded before the first (each was a
+   * load from local memory that its branch waited for: bench/NOTES.md, v84) */
   const mw_u32 rk = c->ran_kind, rn = c->ran_n;
-  if (st == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
-  if (!f.h) return mw_now_end(c, kind, bits);
-  if (rk == kind) c->ran_n = rn + 1u;
-  else mw_count_ran_switch(c, kind);
-  return f;
-#else
+#endif
 #ifndef MW_NO_INLINE_RESULT
   if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
 #endif
   if (!f.h) return mw_now_end(c, kind, bits);
+#ifdef MW_HOP_EAGER
+  if (rk == kind) c->ran_n = rn + 1u; /* mw_count_ran with the loads above */
+  else mw_count_ran_switch(c, kind);
+#else
 #ifdef MW_HOP_LANE_CTX
   if (c->lane == 0)
 #endif
     mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read (as mw_fast_done) */
-  return f;
 #endif
+  return f;
 }
 #ifdef MW_ELIDE
 /* Elided calls (the default; MW_NO_ELIDE builds without them; bench/NOTES.md, "Next for fib").
