@@ -317,6 +317,29 @@ static unsigned char *self_contained(const mw__parsed *p) {
   return ok;
 }
 
+/* The fused pair's call (put_fused_pair) of direct task t (local: its index in the program):
+ * its body here when mw_direct_ok allows (1 or 2, as mw_direct_end), else its arguments into
+ * *_mw_da for the spawn-now and 0. */
+static void put_direct_try(mw__sb *b, const mw__task *t, unsigned local) {
+  mw__sb_printf(b, "#ifdef MW_DIRECT_FUSE\n__device__ __forceinline__ int mw_dtry__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line, "
+                   "future *_mw_out, mw_args_%s *_mw_da", t->name, t->name);
+  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
+  mw__sb_printf(b, ") {\n  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
+  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+  mw__sb_printf(b,
+                "  if (!mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n"
+                "    *_mw_da = _mw_a;\n    return 0;\n  }\n"
+                "  mw_frame_%s _mw_f = mw_frame_%s();\n  static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n",
+                local, t->name, t->name, t->name);
+  if (t->ret == MW_T_VOID)
+    mw__sb_printf(b, "  _mw_f._mw_body(_mw_c, _mw_kb);\n  return mw_direct_end(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u, _mw_out);\n",
+                  local);
+  else
+    mw__sb_printf(b, "  return mw_direct_end(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)), _mw_out);\n",
+                  local, rtype_name(t->ret));
+  mw__sb_puts(b, "}\n#endif\n");
+}
+
 /* In the spawn function of a self-contained task t, compiled with MW_ELIDE only: when
  * mw_elide_ok says so (task_api.cuh), the child's frame with its arguments in, for the spawn's
  * expression to call its body (MW_SPAWN_EXPR); a refusal's future when the stack is used up. */
@@ -446,6 +469,7 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       mw__sb_printf(b, "  return mw_spawn_raw(_mw_c, _mw_kb + %uu, _mw_w, %s, %s, _mw_line);\n}\n", local,
                     bulk ? "(mw_u32)_mw_n" : "0u", bulk ? "true" : "false");
   }
+  if (t_spawned_now(at->p, t, 0) && t_direct(at->p, t) && !t->block) put_direct_try(b, t, local);
   if (at->self && at->self[local]) { /* a fast body's spawn takes its arguments here (MW_SPAWN_FAST) */
     mw__sb_printf(b, "#ifdef MW_ELIDE\n__device__ __forceinline__ mw_args_%s mw_spawn_fast__%s(mw_ctx *, mw_u32, int",
                   t->name, t->name);
@@ -554,7 +578,8 @@ static void put_spawn_temps(mw__sb *b, const mw__parsed *p, const mw__task *t, i
  * suspend the task: between those they are registers, not the frame's memory, which any store
  * through the context could alias. MW_LOCALS_IN_FRAME: the body works on the frame's
  * members themselves, as before (a variant to compare). */
-static void put_body_text(mw__sb *b, const place *at, const mw__task *t);
+static void put_body_text(mw__sb *b, const place *at, const mw__task *t, int fuse);
+static void put_fused_temps(mw__sb *b, const mw__parsed *p, const mw__task *t);
 static void put_block_body(mw__sb *b, const place *at, const mw__task *t);
 static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   const mw__parsed *p = at->p;
@@ -573,9 +598,10 @@ static void put_task_body(mw__sb *b, const place *at, const mw__task *t) {
   for_kept_names(b, t, put_copy_in);
   mw__sb_puts(b, "#endif\n");
   put_spawn_temps(b, p, t, 0);
+  put_fused_temps(b, p, t);
   /* a leaf never awaits: it has no resume point but the start */
   mw__sb_printf(b, "  switch (%s) {\n  case 0:;", task_is_leaf(p, t) ? "0u" : "_mw_resume(_c)");
-  put_body_text(b, at, t);
+  put_body_text(b, at, t, 1);
   mw__sb_puts(b, "\n  default:;\n  }\n  return _mw_ret_t();\n}\n#undef _MW_KEEP\n");
 }
 
@@ -687,24 +713,121 @@ static void put_block_body(mw__sb *b, const place *at, const mw__task *t) {
   mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
 
-/* The body's text as written, at the user's lines and columns. */
-static void put_body_text(mw__sb *b, const place *at, const mw__task *t) {
+static int is_ident_char(char ch) {
+  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* The line of offset pos of task t's body. */
+static int body_line_at(const mw__parsed *p, const mw__task *t, size_t pos) {
+  int line = t->body_line;
+  for (size_t i = t->body_start; i < pos; ++i) line += p->src[i] == '\n';
+  return line;
+}
+
+/* Blanks up to the column of offset pos of the source, on a fresh line. */
+static void put_column(mw__sb *b, const mw__parsed *p, size_t pos) {
+  size_t col = pos;
+  while (col > 0 && p->src[col - 1] != '\n') --col;
+  for (size_t k = col; k < pos; ++k) mw__sb_puts(b, " ");
+}
+
+/* [from, to) of the source, with the 'spawn' of spawn-now site k (if it is in there) written
+ * _MWsn (spawn_bulk: _MWsn_bulk), a word of the same length (task_api.cuh), so that lines and
+ * columns stay the user's. */
+static void put_spawn_now_text(mw__sb *b, const mw__parsed *p, const mw__task *t, int k, size_t from, size_t to) {
+  mw__sb_put(b, p->src + from, t->now_at[k] - from);
+  mw__sb_puts(b, now_bulk(p, t, k) ? "_MWsn_bulk" : "_MWsn");
+  from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
+  mw__sb_put(b, p->src + from, to - from);
+}
+
+/* The task that spawn-now site k of t spawns when the pair 'f = spawn(c, args); await(f);' is
+ * written fused (MW_DIRECT_FUSE, task_api.cuh: mw_direct_end): c's body may run at the spawn
+ * (t_direct), the spawn is no spawn_bulk, and no preprocessor line is inside the pair (the
+ * fused form's own #ifdef would cut the user's #if ... #endif); else NULL. */
+static const mw__task *now_fused(const mw__parsed *p, const mw__task *t, int k) {
+  const mw__task *c = &p->tasks[t->now_task[k]];
+  if (now_bulk(p, t, k) || c->block || !t_direct(p, c)) return NULL;
+  int line_start = 0;
+  for (size_t i = t->now_pos[k].stmt; i < t->now_pos[k].end; ++i) {
+    const char ch = p->src[i];
+    if (ch == '\n') line_start = 1;
+    else if (ch == '#' && line_start) return NULL;
+    else if (ch != ' ' && ch != '\t') line_start = 0;
+  }
+  return c;
+}
+
+/* The fused pair of spawn-now site k (now_fused: callee c): with MW_DIRECT_FUSE,
+ *   if ((_mw_dr = mw_dtry__c(.., &(f), &_mw_da_c, args)) != 1) { if (_mw_dr == 0) f = _MWsn(c,
+ *   _mw_da_c.p...); await(f); }
+ * where mw_dtry__c runs c's body at once when it may (1: f complete in its handle; 2: f must be
+ * awaited, a failure or a wide result; 0: not run, its arguments kept in _mw_da_c for the
+ * spawn-now), so a child that ran here skips the await and the spawn's expression altogether;
+ * else the pair as written. Each form on the user's lines and columns (#line). */
+static void put_fused_pair(mw__sb *b, const place *at, const mw__task *t, int k, const mw__task *c) {
+  const mw__parsed *p = at->p;
+  const mw__now_pair *q = &t->now_pos[k];
+  size_t flen = 0;
+  while (is_ident_char(p->src[q->stmt + flen])) ++flen;
+  const int line = body_line_at(p, t, q->stmt);
+  mw__sb_puts(b, "\n#ifdef MW_DIRECT_FUSE");
+  put_line(b, at, line);
+  put_column(b, p, q->stmt);
+  mw__sb_printf(b, "if ((_mw_dr = mw_dtry__%s(_c, _mw_kbase, __LINE__, &(%.*s), &_mw_da_%s", c->name, (int)flen,
+                p->src + q->stmt, c->name);
+  if (p->src[q->args] == ',') mw__sb_put(b, p->src + q->args, q->close - q->args);
+  mw__sb_printf(b, ")) != 1) { if (_mw_dr == 0) %.*s = _MWsn(%s", (int)flen, p->src + q->stmt, c->name);
+  for (int i = 0; i < c->nparams; ++i) mw__sb_printf(b, ", _mw_da_%s.%s", c->name, c->params[i].name);
+  mw__sb_puts(b, ");");
+  mw__sb_put(b, p->src + q->semi, q->end - q->semi); /* what is between, and the await */
+  mw__sb_puts(b, " }\n#else");
+  put_line(b, at, line);
+  put_column(b, p, q->stmt);
+  put_spawn_now_text(b, p, t, k, q->stmt, q->end);
+  mw__sb_puts(b, "\n#endif");
+  put_line(b, at, body_line_at(p, t, q->end));
+  put_column(b, p, q->end);
+}
+
+/* The body's text as written, at the user's lines and columns: a spawn that the next statement
+ * awaits calls the spawn-now form (put_spawn_now_text), or with fuse set is the fused pair where
+ * the callee allows it (put_fused_pair). */
+static void put_body_text(mw__sb *b, const place *at, const mw__task *t, int fuse) {
   const mw__parsed *p = at->p;
   put_line(b, at, t->body_line);
   /* pad to the brace's column so that column numbers match too */
-  size_t col = t->body_start;
-  while (col > 0 && p->src[col - 1] != '\n') --col;
-  for (size_t k = col; k < t->body_start; ++k) mw__sb_puts(b, " ");
-  /* the body as written; a spawn that the next statement awaits becomes _MWsn (spawn_bulk:
-   * _MWsn_bulk), a word of the same length (task_api.cuh), so that lines and columns stay the
-   * user's */
+  put_column(b, p, t->body_start);
   size_t from = t->body_start;
   for (int k = 0; k < t->nnow; ++k) {
-    mw__sb_put(b, p->src + from, t->now_at[k] - from);
-    mw__sb_puts(b, now_bulk(p, t, k) ? "_MWsn_bulk" : "_MWsn");
-    from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
+    const mw__task *c = fuse ? now_fused(p, t, k) : NULL;
+    if (c) {
+      mw__sb_put(b, p->src + from, t->now_pos[k].stmt - from);
+      put_fused_pair(b, at, t, k, c);
+      from = t->now_pos[k].end;
+    } else {
+      put_spawn_now_text(b, p, t, k, from, t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5));
+      from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
+    }
   }
   mw__sb_put(b, p->src + from, t->body_end + 1 - from);
+}
+
+/* The variables of task t's fused pairs (put_fused_pair): what mw_dtry__c said, and the
+ * arguments of each task c it spawns so. */
+static void put_fused_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
+  int any = 0;
+  for (int k = 0; k < t->nnow; ++k) {
+    const mw__task *c = now_fused(p, t, k);
+    if (!c) continue;
+    int before = 0;
+    for (int j = 0; j < k && !before; ++j) before = now_fused(p, t, j) == c;
+    if (before) continue;
+    if (!any) mw__sb_puts(b, "#ifdef MW_DIRECT_FUSE\n  [[maybe_unused]] int _mw_dr;\n");
+    any = 1;
+    mw__sb_printf(b, "  [[maybe_unused]] mw_args_%s _mw_da_%s;\n", c->name, c->name);
+  }
+  if (any) mw__sb_puts(b, "#endif\n");
 }
 
 /* The fast body of a self-contained task t (task_api.cuh, "the fast body"): the same text with
@@ -733,7 +856,7 @@ static void put_task_fast(mw__sb *b, const place *at, const mw__task *t) {
                       (int)dc.len, dc.name, (int)dc.len, dc.name);
   }
   put_spawn_temps(b, at->p, t, 1);
-  put_body_text(b, at, t);
+  put_body_text(b, at, t, 0);
   mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
 

@@ -1059,6 +1059,14 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__ta
       break;
     }
     t->now_task = w;
+    mw__now_pair *q = realloc(t->now_pos, (size_t)(t->nnow + 1) * sizeof *q);
+    if (!q) {
+      rc = MW_ENOMEM;
+      break;
+    }
+    t->now_pos = q;
+    const int k = T.v[i + 1].match + 1; /* the first ';' (spawn_awaited_next) */
+    q[t->nnow] = (mw__now_pair){T.v[i - 2].s, T.v[i + 3].s, T.v[k - 1].s, T.v[k].e, T.v[k + 1].s, T.v[k + 5].e};
     t->now_task[t->nnow] = (int)(callee - p->tasks);
     t->now_at[t->nnow++] = T.v[i].s;
   }
@@ -1182,6 +1190,7 @@ static void task_free(mw__task *t) {
   free(t->locals);
   free(t->now_at);
   free(t->now_task);
+  free(t->now_pos);
 }
 
 void mw__parsed_free(mw__parsed *p) {

@@ -46,7 +46,15 @@ typedef struct mw__task {
   int nnow;
   size_t *now_at;
   int *now_task; /* per spawn-now: the index of the task it spawns */
+  struct mw__now_pair *now_pos; /* per spawn-now: where its two statements' parts are */
 } mw__task;
+
+/* The two statements of a spawn-now, 'f = spawn(t, args); await(f);', as offsets into the
+ * source: f, the ',' or ')' after t, the spawn's ')', just past the first ';', the await's
+ * word and just past the second ';' (generate.c fuses them where t's body may run there). */
+typedef struct mw__now_pair {
+  size_t stmt, args, close, semi, wait, end;
+} mw__now_pair;
 
 typedef struct mw__parsed {
   char *file;

@@ -65,52 +65,28 @@ task int outer(int x) {
   await(f);
   return value(f) + 1;
 }
+// arguments with a side effect (evaluated once), a spawn over two lines, a child without
+// parameters, one without a result, and a failure at the second line of the pair
+task int seven() { return 7; }
+task void check(int x) { if (x < 0) fail(3, "checked a negative number"); }
+task int once(int n) {
+  local future f;
+  local int i, s;
+  s = 0;
+  for (i = 0; i < n;) {
+    f = spawn(sq,
+              i++);
+    await(f);
+    s += value(f);
+  }
+  f = spawn(seven);
+  await(f);
+  s += value(f);
+  f = spawn(check, n - 1);
+  await(f);
+  return s;
+}
 ]]
-
-support.each_backend(function(backend)
-  describe("a spawn awaited by the next statement", function()
-    local rt, prog
-    setup(function()
-      rt = support.runtime(backend)
-      prog = support.compile(rt, SOURCE, "spawn_now.cu")
-    end)
-    teardown(function() rt:close() end)
-
-    it("gives each child's value, and its future stays good after the await", function()
-      local before = rt:stats().tasks.sq
-      local n = 500
-      local s = 0
-      for i = 0, n - 1 do s = s + i * i end
-      local last = (n - 1) * (n - 1)
-      assert.equals(s * 1000 + last + 1, prog.run(n):await(30))
-      local after = rt:stats().tasks.sq
-      assert.equals(n, after.spawned - before.spawned)
-      assert.equals(n, after.completed - before.completed)
-      assert.equals(0, rt:stats().in_flight)
-    end)
-
-    it("fails the awaiting task with the child's failure, or leaves it to try_await", function()
-      assert.equals(49, prog.strict(7):await(30))
-      local f = prog.strict(-1)
-      local err = support.error_of(f.await, f, 30)
-      assert.truthy(tostring(err):find("no square of a negative number", 1, true), err)
-      assert.equals(36, prog.tolerant(6):await(30))
-      assert.equals(500, prog.tolerant(-3):await(30))
-      local st = rt:stats()
-      assert.equals(0, st.in_flight)
-    end)
-
-    it("lets a task await its finished children again, several at once", function()
-      for x = 0, 20 do assert.equals(x * x + (x + 1) * (x + 1), prog.again(x):await(30)) end
-      assert.equals(0, rt:stats().in_flight)
-    end)
-
-    it("runs a child that spawns and awaits itself the general way", function()
-      assert.equals(2 * 81 + 1, prog.outer(9):await(30))
-      for i = 1, 50 do assert.equals(2 * i * i + 1, prog.outer(i):await(30)) end
-    end)
-  end)
-end)
 
 -- A child that ran at its spawn and ended OK carries a result that 32 bits can hold in its
 -- handle, with no future slot; a wider one, or a failure, takes a slot. Either way the task and
@@ -161,13 +137,82 @@ task long churn(int n) {
 }
 ]]
 
+-- Each spec below runs on the default build and on MW_DIRECT_FUSE (generate.c: the pair
+-- compiled as one statement, so a child that ran at its spawn skips the await; a variant):
+-- setup compiles with MOONWARP_DEVICE_DEFINE set to it.
+local function compiled(backend, define, src, name, opts)
+  local old = os.getenv("MOONWARP_DEVICE_DEFINE")
+  if define then support.setenv("MOONWARP_DEVICE_DEFINE", define) end
+  local ok, rt, prog = pcall(function()
+    local r = support.runtime(backend, opts)
+    return r, support.compile(r, src, name)
+  end)
+  support.setenv("MOONWARP_DEVICE_DEFINE", old)
+  assert(ok, rt)
+  return rt, prog
+end
+
+for _, define in ipairs { false, "MW_DIRECT_FUSE" } do
+local build = define and " (" .. define .. ")" or ""
 support.each_backend(function(backend)
-  describe("a child that ran at its spawn", function()
+  describe("a spawn awaited by the next statement" .. build, function()
     local rt, prog
-    setup(function()
-      rt = support.runtime(backend, { capacity = 64 })
-      prog = support.compile(rt, TYPES, "inline_results.cu")
+    setup(function() rt, prog = compiled(backend, define, SOURCE, "spawn_now.cu") end)
+    teardown(function() rt:close() end)
+
+    it("evaluates a spawn's arguments once, over lines, of any count, with or without a result", function()
+      for n = 1, 40 do
+        local s = 7
+        for i = 0, n - 1 do s = s + i * i end
+        assert.equals(s, prog.once(n):await(30), n)
+      end
+      local f = prog.once(0)
+      local err = support.error_of(f.await, f, 30)
+      assert.truthy(tostring(err):find("checked a negative number", 1, true), err)
+      assert.equals(0, rt:stats().in_flight)
     end)
+
+    it("gives each child's value, and its future stays good after the await", function()
+      local before = rt:stats().tasks.sq
+      local n = 500
+      local s = 0
+      for i = 0, n - 1 do s = s + i * i end
+      local last = (n - 1) * (n - 1)
+      assert.equals(s * 1000 + last + 1, prog.run(n):await(30))
+      local after = rt:stats().tasks.sq
+      assert.equals(n, after.spawned - before.spawned)
+      assert.equals(n, after.completed - before.completed)
+      assert.equals(0, rt:stats().in_flight)
+    end)
+
+    it("fails the awaiting task with the child's failure, or leaves it to try_await", function()
+      assert.equals(49, prog.strict(7):await(30))
+      local f = prog.strict(-1)
+      local err = support.error_of(f.await, f, 30)
+      assert.truthy(tostring(err):find("no square of a negative number", 1, true), err)
+      assert.equals(36, prog.tolerant(6):await(30))
+      assert.equals(500, prog.tolerant(-3):await(30))
+      local st = rt:stats()
+      assert.equals(0, st.in_flight)
+    end)
+
+    it("lets a task await its finished children again, several at once", function()
+      for x = 0, 20 do assert.equals(x * x + (x + 1) * (x + 1), prog.again(x):await(30)) end
+      assert.equals(0, rt:stats().in_flight)
+    end)
+
+    it("runs a child that spawns and awaits itself the general way", function()
+      assert.equals(2 * 81 + 1, prog.outer(9):await(30))
+      for i = 1, 50 do assert.equals(2 * i * i + 1, prog.outer(i):await(30)) end
+    end)
+  end)
+end)
+
+
+support.each_backend(function(backend)
+  describe("a child that ran at its spawn" .. build, function()
+    local rt, prog
+    setup(function() rt, prog = compiled(backend, define, TYPES, "inline_results.cu", { capacity = 64 }) end)
     teardown(function() rt:close() end)
 
     it("gives its result exactly, narrow or wide, of every type", function()
@@ -214,6 +259,8 @@ support.each_backend(function(backend)
     end)
   end)
 end)
+
+end
 
 -- A bulk task that the next statement awaits: its spawner runs up to four instances itself,
 -- more go to the workers; every instance runs once either way, and the first failure is the

@@ -572,30 +572,55 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
   return true;
 #endif
 }
+/* A direct call's child counted as ran (mw_count_ran), its result in an inline handle. */
+#ifdef MW_HOP_EAGER
+/* a variant: the fields that the branches test loaded before the first (each was a load from
+ * local memory that its branch waited for: bench/NOTES.md, v84) */
+#define MW_DIRECT_EAGER_LOADS(c) const mw_u32 rk = (c)->ran_kind, rn = (c)->ran_n
+__device__ __forceinline__ void mw_direct_count(mw_ctx *c, mw_u32 kind, mw_u32 rk, mw_u32 rn) {
+  if (rk == kind) c->ran_n = rn + 1u; /* mw_count_ran with the loads above */
+  else mw_count_ran_switch(c, kind);
+}
+#define MW_DIRECT_COUNT(c, kind) mw_direct_count(c, kind, rk, rn)
+#else
+#define MW_DIRECT_EAGER_LOADS(c) ((void)0)
+#ifdef MW_HOP_LANE_CTX
+#define MW_DIRECT_COUNT(c, kind) ((c)->lane == 0 ? mw_count_ran(c, kind) : (void)0)
+#else /* every lane counts alike; lane 0's count is read (as mw_fast_done) */
+#define MW_DIRECT_COUNT(c, kind) mw_count_ran(c, kind)
+#endif
+#endif
+/* Whether a direct call's child that ended with status and returned bits of type rtype gets an
+ * inline handle (0 if not). */
+__device__ __forceinline__ mw_u64 mw_direct_handle(const mw_ctx *c, mw_u32 rtype, mw_u64 bits) {
+#ifndef MW_NO_INLINE_RESULT
+  if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) return mw_inline_handle(bits, rtype);
+#else
+  (void)c, (void)rtype, (void)bits;
+#endif
+  return 0;
+}
 /* The future of a child whose body ran here (mw_direct_ok) and returned bits of type rtype: an
  * inline handle when it ended OK with a result that fits; else the executor's slot. Collective. */
 __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits) {
   future f;
-  f.h = 0;
-#ifdef MW_HOP_EAGER
-  /* a variant: the fields that the branches below test, loaded before the first (each was a
-   * load from local memory that its branch waited for: bench/NOTES.md, v84) */
-  const mw_u32 rk = c->ran_kind, rn = c->ran_n;
-#endif
-#ifndef MW_NO_INLINE_RESULT
-  if (c->status == MW_RUN_DONE && !MW_CONVERGE("return", 0, bits)) f.h = mw_inline_handle(bits, rtype);
-#endif
+  MW_DIRECT_EAGER_LOADS(c);
+  f.h = mw_direct_handle(c, rtype, bits);
   if (!f.h) return mw_now_end(c, kind, bits);
-#ifdef MW_HOP_EAGER
-  if (rk == kind) c->ran_n = rn + 1u; /* mw_count_ran with the loads above */
-  else mw_count_ran_switch(c, kind);
-#else
-#ifdef MW_HOP_LANE_CTX
-  if (c->lane == 0)
-#endif
-    mw_count_ran(c, kind); /* every lane counts alike; lane 0's count is read (as mw_fast_done) */
-#endif
+  MW_DIRECT_COUNT(c, kind);
   return f;
+}
+/* The same into *f, saying which: 1 an inline handle, 2 the executor's slot (the fused pair of
+ * generate.c, MW_DIRECT_FUSE, awaits only that). Collective. */
+__device__ __forceinline__ int mw_direct_end(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits, future *f) {
+  MW_DIRECT_EAGER_LOADS(c);
+  f->h = mw_direct_handle(c, rtype, bits);
+  if (!f->h) {
+    *f = mw_now_end(c, kind, bits);
+    return 2;
+  }
+  MW_DIRECT_COUNT(c, kind);
+  return 1;
 }
 #ifdef MW_ELIDE
 /* Elided calls (the default; MW_NO_ELIDE builds without them; bench/NOTES.md, "Next for fib").
