@@ -55,22 +55,34 @@ static char *user_terms(const mw__image_req *req, char *log, const char *gen_pat
 /* A compile that takes longer than this is stopped (a hung compiler must not hang the runtime). */
 #define HOST_COMPILE_TIMEOUT_S 600.0
 
-/* MOONWARP_DEVICE_DEFINE=NAME or NAME=VALUE: one more -D for the executor's compiles (both
- * backends), to measure or debug a variant beside the default (bench/NOTES.md). "-D..." into
+/* MOONWARP_DEVICE_DEFINE=NAME or NAME=VALUE, or several joined by commas (at most
+ * DEVICE_DEFINES): one more -D each for the executor's compiles (both backends), to measure or
+ * debug a variant beside the default, or variants together (bench/NOTES.md). "-DA -DB=1" into
  * out (empty when unset); MW_EINVAL with the message in err for a bad value. */
+#define DEVICE_DEFINE_BYTES 256
+#define DEVICE_DEFINES 8
 static int device_define(char *out, size_t cap, char *err, size_t errlen) {
   const char *define = getenv("MOONWARP_DEVICE_DEFINE");
   out[0] = 0;
   if (!define || !*define) return 0;
-  if (strlen(define) + 3 > cap || strpbrk(define, " \t\n")) {
-    snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most %zu "
-                          "characters, without blanks (got \"%.40s\")", cap - 3, define);
+  const size_t max = cap - 1 - 2u * DEVICE_DEFINES; /* each define gains "-D" and loses its comma to a blank */
+  int count = 1, bad = strlen(define) > max || strpbrk(define, " \t\n") != NULL;
+  for (const char *c = define; *c && !bad; ++c)
+    if (*c == ',') bad = ++count > DEVICE_DEFINES || c == define || c[1] == ',' || !c[1];
+  if (bad) {
+    snprintf(err, errlen, "MOONWARP_DEVICE_DEFINE must be NAME or NAME=VALUE, or at most %d of them "
+                          "joined by commas, of at most %zu characters in all, without blanks (got \"%.40s\")",
+             DEVICE_DEFINES, max, define);
     return MW_EINVAL;
   }
-  snprintf(out, cap, "-D%s", define);
+  char *o = out;
+  for (const char *c = define; *c;) {
+    const size_t len = strcspn(c, ",");
+    o += sprintf(o, "%s-D%.*s", o == out ? "" : " ", (int)len, c);
+    c += len + (c[len] == ',');
+  }
   return 0;
 }
-#define DEVICE_DEFINE_BYTES 96
 
 static const char *host_cxx(void) {
   const char *c = getenv("MOONWARP_CXX");
@@ -145,7 +157,8 @@ static int run_compiler(const char *cpp, const char *so, const char *log_path,
     argv[n++] = (char *)bo->include_dirs[i];
   }
   n += split_words(MW_SIM_INCLUDE, incbuf, sizeof incbuf, argv + n, 8);
-  if (*define) argv[n++] = (char *)define;
+  char defbuf[DEVICE_DEFINE_BYTES];
+  n += split_words(define, defbuf, sizeof defbuf, argv + n, DEVICE_DEFINES + 1);
   if (object) argv[n++] = (char *)"-c";
   argv[n++] = (char *)"-o";
   argv[n++] = (char *)so;
@@ -229,11 +242,11 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
   *nopts = 0;
   if (env && device_define(extra, sizeof extra, err, errlen)) return MW_EINVAL;
   int ndirs = bo ? bo->ninclude_dirs : 0, n = 0;
-  size_t bytes = 7 * sizeof(char *) + sizeof extra;
+  size_t bytes = (7 + DEVICE_DEFINES) * sizeof(char *) + sizeof extra;
   for (int i = 0; i < ndirs; ++i) bytes += sizeof(char *) + strlen(bo->include_dirs[i]) + 3;
   const char **v = malloc(bytes);
   if (!v) return MW_ENOMEM;
-  char *text = (char *)(v + 7 + ndirs);
+  char *text = (char *)(v + 7 + DEVICE_DEFINES + ndirs);
   int nmaj = 0, nmin = 0;
   const int nvrtc_12_8 = mw__nvrtc_version(&nmaj, &nmin) == 0 && (nmaj > 12 || (nmaj == 12 && nmin >= 8));
   v[n++] = "-DMW_CUDA=1";
@@ -243,8 +256,12 @@ static int nvrtc_options(const mw__build_opts *bo, int env, int rdc, const char 
    * bench/NOTES.md, "split compilation") */
   if (rdc && nvrtc_12_8) v[n++] = "-split-compile=0";
   if (probes && !strcmp(probes, "1")) v[n++] = "-DMW_PROBES=1";
-  if (*extra) {
-    v[n++] = strcpy(text, extra);
+  if (*extra) { /* "-DA -DB": one option each */
+    for (char *w = strcpy(text, extra); *w;) {
+      v[n++] = w;
+      w += strcspn(w, " ");
+      if (*w) *w++ = 0;
+    }
     text += strlen(extra) + 1;
   }
   if (bo && bo->debug) v[n++] = "-G"; /* in place of -lineinfo (jit.h) */

@@ -116,7 +116,7 @@ echo "toolkit: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 
   tee -a "$out/device.txt"
 step() { echo "== $*"; }
 # per_variant LIST FILE CMD...: CMD once per variant of the executor in LIST ("-" the default
-# build, NAME built with -DNAME through MOONWARP_DEVICE_DEFINE), its output under a "# variant:"
+# build, NAME built with -DNAME through MOONWARP_DEVICE_DEFINE, "A,B" with both), its output under a "# variant:"
 # line in $out/FILE
 per_variant() {
   local list=$1 file=$2 v

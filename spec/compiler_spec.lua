@@ -210,8 +210,10 @@ describe("the compile cache #sim", function()
       local mw = require "moonwarp"
       local rt = assert(mw.runtime { backend = "sim" })
       local p, err = rt:compile("task int k() {\n#ifdef MW_SPEC_DEFINE\n  return MW_SPEC_DEFINE;\n"
+        .. "#else\n  return -1;\n#endif\n}\ntask int two() {\n#ifdef MW_SPEC_TWO\n  return MW_SPEC_TWO;\n"
         .. "#else\n  return -1;\n#endif\n}\n", "define.cu")
-      io.write(p and tostring(p.k():await()) or ("refused: " .. err))
+      local two = p and p.two():await()
+      io.write(p and tostring(p.k():await()) .. (two ~= -1 and " " .. two or "") or ("refused: " .. err))
       rt:close()
     ]])
     local function with(define)
@@ -225,8 +227,12 @@ describe("the compile cache #sim", function()
     assert.equals("7", with("MW_SPEC_DEFINE=7"))
     assert.equals("8", with("MW_SPEC_DEFINE=8")) -- another build, not the one cached for 7
     assert.equals("-1", with(nil))
-    assert.equals("refused: MOONWARP_DEVICE_DEFINE must be one NAME or NAME=VALUE of at most 93 "
-      .. "characters, without blanks (got \"A B\")", with("A B"))
+    assert.equals("7 2", with("MW_SPEC_DEFINE=7,MW_SPEC_TWO=2")) -- several, joined by commas
+    for _, bad in ipairs { "A B", "A,", ",A", "A,,B", "A,B,C,D,E,F,G,H,I" } do
+      assert.equals("refused: MOONWARP_DEVICE_DEFINE must be NAME or NAME=VALUE, or at most 8 of "
+        .. "them joined by commas, of at most 239 characters in all, without blanks (got \"" .. bad .. "\")",
+        with(bad))
+    end
   end)
 
   it("recompiles a corrupted entry instead of loading it", function()

@@ -10,11 +10,6 @@
 #define MW_TASK_API_CUH
 
 #define MW_FULL 0xffffffffu
-/* -DMW_HOP_PAIR, a variant: MW_HOP_EAGER and MW_VAL_SELECT (below) together (bench/NOTES.md). */
-#ifdef MW_HOP_PAIR
-#define MW_HOP_EAGER
-#define MW_VAL_SELECT
-#endif
 /* Elided calls are the default (MW_ELIDE below, level 3); -DMW_NO_ELIDE builds the executor
  * without them, to compare (MOONWARP_DEVICE_DEFINE=MW_NO_ELIDE, bench/NOTES.md). */
 #if !defined(MW_ELIDE) && !defined(MW_NO_ELIDE)
