@@ -520,6 +520,19 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
     *seen = (mw_u32)per;
   }
 }
+/* The warp's state (mw_wstate) as the task API's inline functions reach it: the context's
+ * pointer, a load from local memory and generic loads and stores through it. -DMW_DIRECT_WS_SHARED,
+ * a variant (bench/NOTES.md): in one unit on the GPU the executor's __shared__ array itself,
+ * defined here rather than in runtime.cuh (which comes after), so that a direct call's test and
+ * progress are shared loads and stores at an address from the thread's index. A program
+ * compiled alone (parts) cannot name the executor's shared memory: the pointer there. */
+#if defined(MW_DIRECT_WS_SHARED) && defined(MW_KIND_TABLE_BY_VALUE) && !defined(MW_SIM)
+__shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
+#define MW_CTA_SHARED_DEFINED 1
+#define MW_TASK_WS(c) (&mw_cta_shared[threadIdx.x >> 5])
+#else
+#define MW_TASK_WS(c) ((c)->ws)
+#endif
 /* Whether this is lane 0 of its warp: on the GPU from the thread's index (a register; the
  * executor's CTAs are one-dimensional, c->lane = threadIdx.x & 31), not from the context's lane,
  * a load from local memory that each of the direct call's branches on it waited for: the hop
@@ -556,14 +569,14 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 #endif
   /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
   const mw_u32 n = c->calls + 1u;
-  const mw_wstate *ws = c->ws;
+  const mw_wstate *ws = MW_TASK_WS(c);
   const mw_u32 busy = c->bulk | c->cancelled | c->nest | c->yield | c->trace_due | (mw_u32)c->status |
                       (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
                       (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u) |
                       (mw_u32)(extra != 0u && !mw_alone(c, kind, extra));
   if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
-  if (MW_LANE_IS0(c) && (n & (MW_DIRECT_PROGRESS_EVERY - 1u)) == 0u) c->ws->progress = n;
+  if (MW_LANE_IS0(c) && (n & (MW_DIRECT_PROGRESS_EVERY - 1u)) == 0u) MW_TASK_WS(c)->progress = n;
   return true;
 #endif
 }
@@ -710,7 +723,7 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
   (void)kind, (void)args, (void)args_bytes, (void)line;
 #endif
   if (c->elide) return mw_elide_more(c) ? 1 : 2;
-  const mw_wstate *ws = c->ws;
+  const mw_wstate *ws = MW_TASK_WS(c);
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
   const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
                       (mw_u32)c->status | (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(c->trace_ev != 0) |
