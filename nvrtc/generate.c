@@ -317,6 +317,26 @@ static unsigned char *self_contained(const mw__parsed *p) {
   return ok;
 }
 
+/* The argument struct _mw_a of task t from the spawn function's parameters _mw_p0... */
+static void put_args_local(mw__sb *b, const mw__task *t) {
+  mw__sb_printf(b, "  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
+  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+}
+
+/* Task t's body called on a frame made from _mw_a, its result returned through fn
+ * (mw_direct_done; mw_direct_end with extra ", _mw_out"), each line after indent. */
+static void put_direct_body(mw__sb *b, const mw__task *t, unsigned local, const char *indent, const char *fn,
+                            const char *extra) {
+  mw__sb_printf(b, "%smw_frame_%s _mw_f = mw_frame_%s();\n%sstatic_cast<mw_args_%s &>(_mw_f) = _mw_a;\n", indent,
+                t->name, t->name, indent, t->name);
+  if (t->ret == MW_T_VOID)
+    mw__sb_printf(b, "%s_mw_f._mw_body(_mw_c, _mw_kb);\n%sreturn %s(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u%s);\n", indent,
+                  indent, fn, local, extra);
+  else
+    mw__sb_printf(b, "%sreturn %s(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb))%s);\n", indent,
+                  fn, local, rtype_name(t->ret), extra);
+}
+
 /* The fused pair's call (put_fused_pair) of direct task t (local: its index in the program):
  * its body here when mw_direct_ok allows (1 or 2, as mw_direct_end), else its arguments into
  * *_mw_da for the spawn-now and 0. */
@@ -324,19 +344,13 @@ static void put_direct_try(mw__sb *b, const mw__task *t, unsigned local) {
   mw__sb_printf(b, "#ifdef MW_DIRECT_FUSE\n__device__ __forceinline__ int mw_dtry__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line, "
                    "future *_mw_out, mw_args_%s *_mw_da", t->name, t->name);
   for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
-  mw__sb_printf(b, ") {\n  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
-  for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+  mw__sb_puts(b, ") {\n");
+  put_args_local(b, t);
   mw__sb_printf(b,
                 "  if (!mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n"
-                "    *_mw_da = _mw_a;\n    return 0;\n  }\n"
-                "  mw_frame_%s _mw_f = mw_frame_%s();\n  static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n",
-                local, t->name, t->name, t->name);
-  if (t->ret == MW_T_VOID)
-    mw__sb_printf(b, "  _mw_f._mw_body(_mw_c, _mw_kb);\n  return mw_direct_end(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u, _mw_out);\n",
-                  local);
-  else
-    mw__sb_printf(b, "  return mw_direct_end(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)), _mw_out);\n",
-                  local, rtype_name(t->ret));
+                "    *_mw_da = _mw_a;\n    return 0;\n  }\n",
+                local);
+  put_direct_body(b, t, local, "  ", "mw_direct_end", ", _mw_out");
   mw__sb_puts(b, "}\n#endif\n");
 }
 
@@ -420,20 +434,11 @@ static void put_task_decls(mw__sb *b, const place *at, const mw__task *t) {
       /* the body called here: its arguments (registers, unless the sim's check reads them) into
        * a frame that is a local, zeroed; a bulk task's instances one after the other, as many as
        * mw_alone allows (task_api.cuh) */
-      mw__sb_printf(b, "  mw_args_%s _mw_a = mw_args_%s();\n", t->name, t->name);
-      for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, "  _mw_a.%s = _mw_p%d;\n", t->params[k].name, k);
+      put_args_local(b, t);
       if (form == 2) {
-        mw__sb_printf(b,
-                      "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n"
-                      "    mw_frame_%s _mw_f = mw_frame_%s();\n"
-                      "    static_cast<mw_args_%s &>(_mw_f) = _mw_a;\n",
-                      local, t->name, t->name, t->name);
-        if (t->ret == MW_T_VOID)
-          mw__sb_printf(b, "    _mw_f._mw_body(_mw_c, _mw_kb);\n"
-                           "    return mw_direct_done(_mw_c, _mw_kb + %uu, MW_RT_VOID, 0u);\n  }\n", local);
-        else
-          mw__sb_printf(b, "    return mw_direct_done(_mw_c, _mw_kb + %uu, %s, mw_result_bits(_mw_f._mw_body(_mw_c, _mw_kb)));\n  }\n",
-                        local, rtype_name(t->ret));
+        mw__sb_printf(b, "  if (mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), 0ull, _mw_line)) {\n", local);
+        put_direct_body(b, t, local, "    ", "mw_direct_done", "");
+        mw__sb_puts(b, "  }\n");
       } else {
         mw__sb_printf(b,
                       "  if (_mw_n - 1ull < MW_ALONE_MAX && mw_direct_ok(_mw_c, _mw_kb + %uu, &_mw_a, (mw_u32)sizeof(_mw_a), _mw_n, _mw_line)) {\n"
