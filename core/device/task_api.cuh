@@ -584,7 +584,13 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
 #ifdef MW_HOP_EAGER
 /* a variant: the fields that the branches test loaded before the first (each was a load from
  * local memory that its branch waited for: bench/NOTES.md, v84) */
+#ifdef MW_SIM
 #define MW_DIRECT_EAGER_LOADS(c) const mw_u32 rk = (c)->ran_kind, rn = (c)->ran_n
+#else /* the empty asm keeps the loads here: the compiler would sink them to their branch */
+#define MW_DIRECT_EAGER_LOADS(c)                                                                    \
+  const mw_u32 rk = (c)->ran_kind, rn = (c)->ran_n;                                                 \
+  asm volatile("" : : "r"(rk), "r"(rn))
+#endif
 __device__ __forceinline__ void mw_direct_count(mw_ctx *c, mw_u32 kind, mw_u32 rk, mw_u32 rn) {
   if (rk == kind) c->ran_n = rn + 1u; /* mw_count_ran with the loads above */
   else mw_count_ran_switch(c, kind);
