@@ -785,6 +785,10 @@ static void put_fused_pair(mw__sb *b, const place *at, const mw__task *t, int k,
   mw__sb_printf(b, ")) != 1) { if (_mw_dr == 0) %.*s = _MWsn(%s", (int)flen, p->src + q->stmt, c->name);
   for (int i = 0; i < c->nparams; ++i) mw__sb_printf(b, ", _mw_da_%s.%s", c->name, c->params[i].name);
   mw__sb_puts(b, ");");
+  /* the lines that the text left out held (before the callee's arguments, between the spawn's
+   * ')' and its ';'), so that the await stays on its own line: its resume point is the line */
+  for (size_t i = q->stmt; i < q->semi; ++i)
+    if (p->src[i] == '\n' && (i < q->args || i >= q->close)) mw__sb_puts(b, "\n");
   mw__sb_put(b, p->src + q->semi, q->end - q->semi); /* what is between, and the await */
   mw__sb_puts(b, " }\n#else");
   put_line(b, at, line);

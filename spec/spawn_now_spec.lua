@@ -86,6 +86,13 @@ task int once(int n) {
   await(f);
   return s;
 }
+// a pair whose await shares its line with the spawn's ';', after another await
+task int lines(int x) {
+  local future f, g;
+  g = spawn(twice, x); await(g); f = spawn(seven)
+  ; await(f);
+  return value(g) + value(f);
+}
 ]]
 
 -- A child that ran at its spawn and ended OK carries a result that 32 bits can hold in its
@@ -166,6 +173,7 @@ support.each_backend(function(backend)
         for i = 0, n - 1 do s = s + i * i end
         assert.equals(s, prog.once(n):await(30), n)
       end
+      for x = 0, 5 do assert.equals(2 * x * x + 7, prog.lines(x):await(30), x) end
       local f = prog.once(0)
       local err = support.error_of(f.await, f, 30)
       assert.truthy(tostring(err):find("checked a negative number", 1, true), err)
