@@ -777,18 +777,20 @@ static void put_fused_pair(mw__sb *b, const place *at, const mw__task *t, int k,
   while (is_ident_char(p->src[q->stmt + flen])) ++flen;
   const int line = body_line_at(p, t, q->stmt);
   mw__sb_puts(b, "\n#ifdef MW_DIRECT_FUSE");
-  put_line(b, at, line);
-  put_column(b, p, q->stmt);
+  /* the call's own words on the spawn's line, the arguments at their line and column */
+  put_line(b, at, body_line_at(p, t, t->now_at[k]));
   mw__sb_printf(b, "if ((_mw_dr = mw_dtry__%s(_c, _mw_kbase, __LINE__, &(%.*s), &_mw_da_%s", c->name, (int)flen,
                 p->src + q->stmt, c->name);
+  put_line(b, at, body_line_at(p, t, q->args));
+  put_column(b, p, q->args);
   if (p->src[q->args] == ',') mw__sb_put(b, p->src + q->args, q->close - q->args);
   mw__sb_printf(b, ")) != 1) { if (_mw_dr == 0) %.*s = _MWsn(%s", (int)flen, p->src + q->stmt, c->name);
   for (int i = 0; i < c->nparams; ++i) mw__sb_printf(b, ", _mw_da_%s.%s", c->name, c->params[i].name);
   mw__sb_puts(b, ");");
-  /* the lines that the text left out held (before the callee's arguments, between the spawn's
-   * ')' and its ';'), so that the await stays on its own line: its resume point is the line */
-  for (size_t i = q->stmt; i < q->semi; ++i)
-    if (p->src[i] == '\n' && (i < q->args || i >= q->close)) mw__sb_puts(b, "\n");
+  /* the lines between the spawn's ')' and its ';', so that the await stays on its own line:
+   * its resume point is the line */
+  for (size_t i = q->close; i < q->semi; ++i)
+    if (p->src[i] == '\n') mw__sb_puts(b, "\n");
   mw__sb_put(b, p->src + q->semi, q->end - q->semi); /* what is between, and the await */
   mw__sb_puts(b, " }\n#else");
   put_line(b, at, line);
@@ -1259,12 +1261,17 @@ static const char *skip_items(const char *s, int n) {
 }
 
 /* The task's name in a generated spawn function's name at s (mw_spawn__f, mw_spawn_bulk__f,
- * mw_spawn_now__f, mw_spawn_fast__f), *bulk set for spawn_bulk; NULL if s names none. */
-static const char *spawn_fn_task(const char *s, int *bulk) {
-  static const char *const prefixes[] = {"mw_spawn__", "mw_spawn_bulk__", "mw_spawn_now__", "mw_spawn_fast__"};
-  for (int k = 0; k < 4; ++k)
+ * mw_spawn_now__f, mw_spawn_fast__f, and mw_dtry__f of the fused pair), *bulk set for
+ * spawn_bulk, *skip the count of its parameters before the task's (the context, the kind's
+ * base, the line, ...); NULL if s names none. */
+static const char *spawn_fn_task(const char *s, int *bulk, int *skip) {
+  static const char *const prefixes[] = {"mw_spawn__", "mw_spawn_bulk__", "mw_spawn_now__", "mw_spawn_fast__",
+                                         "mw_dtry__"};
+  static const int skips[] = {3, 4, 3, 3, 5};
+  for (int k = 0; k < 5; ++k)
     if (starts(s, prefixes[k])) {
       *bulk = k == 1;
+      *skip = skips[k];
       return s + strlen(prefixes[k]);
     }
   return NULL;
@@ -1336,15 +1343,15 @@ static void put_user_line(mw__sb *b, const char *s, const char *end) {
       s += 5;
       continue;
     }
-    int bulk;
-    const char *name = spawn_fn_task(s, &bulk);
+    int bulk, skip;
+    const char *name = spawn_fn_task(s, &bulk, &skip);
     if (name) { /* mw_spawn__f(mw_ctx*, int, ...) */
       const char *p = name;
       while (p < end && id_char(*p)) ++p;
       mw__sb_printf(b, "%s(%.*s", bulk ? "spawn_bulk" : "spawn", (int)(p - name), name);
       if (bulk) mw__sb_puts(b, ", n");
       if (starts(p, "(mw_ctx*")) {
-        const char *q = skip_items(p + 1, bulk ? 4 : 3);
+        const char *q = skip_items(p + 1, skip);
         if (q && q < end) {
           s = q;
           continue;
@@ -1461,10 +1468,11 @@ char *mw__user_log(const char *log, const char *gen_path) {
     const char *arg = find(s, e, "initializing argument ");
     const char *callee = arg ? find(arg, e, "mw_spawn") : NULL;
     while (callee && starts(callee, "mw_spawned")) callee = find(callee + 10, e, "mw_spawn"); /* the return type */
-    int bulk = 0;
-    const char *name = callee ? spawn_fn_task(callee, &bulk) : NULL;
+    if (arg && !callee) callee = find(arg, e, "mw_dtry__");
+    int bulk = 0, skip = 0;
+    const char *name = callee ? spawn_fn_task(callee, &bulk, &skip) : NULL;
     if (name) { /* a spawn's argument: name the task's parameter */
-      int n = atoi(arg + 22) - (bulk ? 4 : 3);
+      int n = atoi(arg + 22) - skip;
       const char *p = name;
       while (p < e && id_char(*p)) ++p;
       if (n >= 1) mw__sb_printf(&b, "note: it is parameter %d of task '%.*s'\n", n, (int)(p - name), name);
