@@ -341,7 +341,7 @@ static void put_direct_body(mw__sb *b, const mw__task *t, unsigned local, const 
  * its body here when mw_direct_ok allows (1 or 2, as mw_direct_end), else its arguments into
  * *_mw_da for the spawn-now and 0. */
 static void put_direct_try(mw__sb *b, const mw__task *t, unsigned local) {
-  mw__sb_printf(b, "#ifdef MW_DIRECT_FUSE\n__device__ __forceinline__ int mw_dtry__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line, "
+  mw__sb_printf(b, "#ifndef MW_NO_DIRECT_FUSE\n__device__ __forceinline__ int mw_dtry__%s(mw_ctx *_mw_c, mw_u32 _mw_kb, int _mw_line, "
                    "future *_mw_out, mw_args_%s *_mw_da", t->name, t->name);
   for (int k = 0; k < t->nparams; ++k) mw__sb_printf(b, ", %s _mw_p%d", t->params[k].type_txt, k);
   mw__sb_puts(b, ") {\n");
@@ -747,7 +747,7 @@ static void put_spawn_now_text(mw__sb *b, const mw__parsed *p, const mw__task *t
 }
 
 /* The task that spawn-now site k of t spawns when the pair 'f = spawn(c, args); await(f);' is
- * written fused (MW_DIRECT_FUSE, task_api.cuh: mw_direct_end): c's body may run at the spawn
+ * written fused (task_api.cuh: mw_direct_end): c's body may run at the spawn
  * (t_direct), the spawn is no spawn_bulk, and no preprocessor line is inside the pair (the
  * fused form's own #ifdef would cut the user's #if ... #endif); else NULL. */
 static const mw__task *now_fused(const mw__parsed *p, const mw__task *t, int k) {
@@ -763,20 +763,21 @@ static const mw__task *now_fused(const mw__parsed *p, const mw__task *t, int k) 
   return c;
 }
 
-/* The fused pair of spawn-now site k (now_fused: callee c): with MW_DIRECT_FUSE,
+/* The fused pair of spawn-now site k (now_fused: callee c):
  *   if ((_mw_dr = mw_dtry__c(.., &(f), &_mw_da_c, args)) != 1) { if (_mw_dr == 0) f = _MWsn(c,
  *   _mw_da_c.p...); await(f); }
  * where mw_dtry__c runs c's body at once when it may (1: f complete in its handle; 2: f must be
  * awaited, a failure or a wide result; 0: not run, its arguments kept in _mw_da_c for the
- * spawn-now), so a child that ran here skips the await and the spawn's expression altogether;
- * else the pair as written. Each form on the user's lines and columns (#line). */
+ * spawn-now), so a child that ran here skips the await and the spawn's expression altogether:
+ * the hop 21 % faster (bench/NOTES.md, v88). With -DMW_NO_DIRECT_FUSE, a variant, the pair as
+ * written. Each form on the user's lines and columns (#line). */
 static void put_fused_pair(mw__sb *b, const place *at, const mw__task *t, int k, const mw__task *c) {
   const mw__parsed *p = at->p;
   const mw__now_pair *q = &t->now_pos[k];
   size_t flen = 0;
   while (is_ident_char(p->src[q->stmt + flen])) ++flen;
   const int line = body_line_at(p, t, q->stmt);
-  mw__sb_puts(b, "\n#ifdef MW_DIRECT_FUSE");
+  mw__sb_puts(b, "\n#ifndef MW_NO_DIRECT_FUSE");
   /* the call's own words on the spawn's line, the arguments at their line and column */
   put_line(b, at, body_line_at(p, t, t->now_at[k]));
   mw__sb_printf(b, "if ((_mw_dr = mw_dtry__%s(_c, _mw_kbase, __LINE__, &(%.*s), &_mw_da_%s", c->name, (int)flen,
@@ -834,7 +835,7 @@ static void put_fused_temps(mw__sb *b, const mw__parsed *p, const mw__task *t) {
     int before = 0;
     for (int j = 0; j < k && !before; ++j) before = now_fused(p, t, j) == c;
     if (before) continue;
-    if (!any) mw__sb_puts(b, "#ifdef MW_DIRECT_FUSE\n  [[maybe_unused]] int _mw_dr;\n");
+    if (!any) mw__sb_puts(b, "#ifndef MW_NO_DIRECT_FUSE\n  [[maybe_unused]] int _mw_dr;\n");
     any = 1;
     mw__sb_printf(b, "  [[maybe_unused]] mw_args_%s _mw_da_%s;\n", c->name, c->name);
   }

@@ -3,7 +3,7 @@
 # the generated source (sim's dump, its sim prelude swapped for the cuda one), ptxas -v, and the
 # SASS instructions and local-memory traffic of each function of the hot path.
 #   bash scripts/sass.sh [outdir]        # needs nvcc; nvdisasm from CUDA or $NVDISASM
-#   SASS_DEFINES="- MW_DIRECT_FUSE A,B=1": one build each ("-" the default), SASS_TOP=N: the N
+#   SASS_DEFINES="- MW_NO_DIRECT_FUSE A,B=1": one build each ("-" the default), SASS_TOP=N: the N
 #   largest functions of each
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

@@ -144,9 +144,10 @@ task long churn(int n) {
 }
 ]]
 
--- Each spec below runs on the default build and on MW_DIRECT_FUSE (generate.c: the pair
--- compiled as one statement, so a child that ran at its spawn skips the await; a variant):
--- setup compiles with MOONWARP_DEVICE_DEFINE set to it.
+-- Each spec below runs on the default build, where the pair is compiled as one statement so
+-- that a child that ran at its spawn skips the await (generate.c, put_fused_pair), and on
+-- MW_NO_DIRECT_FUSE, the pair as written (a variant): setup compiles with
+-- MOONWARP_DEVICE_DEFINE set to it.
 local function compiled(backend, define, src, name, opts)
   local old = os.getenv("MOONWARP_DEVICE_DEFINE")
   if define then support.setenv("MOONWARP_DEVICE_DEFINE", define) end
@@ -159,7 +160,7 @@ local function compiled(backend, define, src, name, opts)
   return rt, prog
 end
 
-for _, define in ipairs { false, "MW_DIRECT_FUSE" } do
+for _, define in ipairs { false, "MW_NO_DIRECT_FUSE" } do
 local build = define and " (" .. define .. ")" or ""
 support.each_backend(function(backend)
   describe("a spawn awaited by the next statement" .. build, function()

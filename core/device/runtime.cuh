@@ -47,7 +47,7 @@
  * its loads are shared loads (no generic-to-shared resolution), and its stores cannot alias the
  * context in local memory, so the context's fields are not read again after each of them. On sim
  * the states are host memory that the host allocates (mw_state.sim_cta). */
-#if !defined(MW_SIM) && !defined(MW_CTA_SHARED_DEFINED) /* (task_api.cuh: MW_DIRECT_WS_SHARED) */
+#if !defined(MW_SIM) && !defined(MW_CTA_SHARED_DEFINED) /* (one unit: task_api.cuh, MW_TASK_WS) */
 __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #endif
 #if defined(MW_SIM) || defined(MW_GENERIC_WS) /* MW_GENERIC_WS: the old addressing, to compare */

@@ -63,7 +63,7 @@ struct future {
 /* The result bits an inline handle carries (protocol.h, handles). */
 __device__ __forceinline__ mw_u64 mw_inline_bits(mw_u64 h) {
   const mw_u32 w = (mw_u32)(h >> 32);
-#ifdef MW_VAL_SELECT /* a variant: the three cases selected, not branched (bench/NOTES.md, v84) */
+#ifndef MW_VAL_SWITCH /* the three cases selected, not branched (bench/NOTES.md, v88; -DMW_VAL_SWITCH: as before) */
   const mw_u32 m = (mw_u32)h & 3u;
   const mw_u64 sign = (mw_u64)(long long)(int)w, high = (mw_u64)w << 32;
   return m == MW_INL_SIGN ? sign : m == MW_INL_HIGH ? high : (mw_u64)w;
@@ -236,7 +236,7 @@ struct mw_val {
     }
   }
   __device__ long long as_i64() const {
-#ifdef MW_VAL_SELECT /* a variant: the integer cases selected, not a jump table (bench/NOTES.md, v84) */
+#ifndef MW_VAL_SWITCH /* the integer cases selected, not a jump table (bench/NOTES.md, v88) */
     if (is_float()) return (long long)as_double();
     const long long i32 = (long long)(int)(mw_u32)bits, u32 = (long long)(mw_u32)bits;
     return rtype == MW_RT_I32 ? i32 : rtype == MW_RT_U32 ? u32 : (long long)bits;
@@ -520,13 +520,14 @@ __device__ __forceinline__ void mw_inst_time(const mw_ctx *c, mw_u32 kind, mw_u3
     *seen = (mw_u32)per;
   }
 }
-/* The warp's state (mw_wstate) as the task API's inline functions reach it: the context's
- * pointer, a load from local memory and generic loads and stores through it. -DMW_DIRECT_WS_SHARED,
- * a variant (bench/NOTES.md): in one unit on the GPU the executor's __shared__ array itself,
- * defined here rather than in runtime.cuh (which comes after), so that a direct call's test and
- * progress are shared loads and stores at an address from the thread's index. A program
- * compiled alone (parts) cannot name the executor's shared memory: the pointer there. */
-#if defined(MW_DIRECT_WS_SHARED) && defined(MW_KIND_TABLE_BY_VALUE) && !defined(MW_SIM)
+/* The warp's state (mw_wstate) as the task API's inline functions reach it: in one unit on the
+ * GPU the executor's __shared__ array itself, defined here rather than in runtime.cuh (which
+ * comes after), so that a direct call's test and progress are shared loads and stores at an
+ * address from the thread's index (bench/NOTES.md, v88). A program compiled alone (parts)
+ * cannot name the executor's shared memory, and sim keeps the states in host memory: the
+ * context's pointer there (a load from local memory, then generic loads and stores through it),
+ * and with -DMW_DIRECT_WS_PTR, a variant, everywhere. */
+#if !defined(MW_DIRECT_WS_PTR) && defined(MW_KIND_TABLE_BY_VALUE) && !defined(MW_SIM)
 __shared__ mw_wstate mw_cta_shared[MW_CTA_WARPS];
 #define MW_CTA_SHARED_DEFINED 1
 #define MW_TASK_WS(c) (&mw_cta_shared[threadIdx.x >> 5])
@@ -580,10 +581,11 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
   return true;
 #endif
 }
-/* A direct call's child counted as ran (mw_count_ran), its result in an inline handle. */
-#ifdef MW_HOP_EAGER
-/* a variant: the fields that the branches test loaded before the first (each was a load from
- * local memory that its branch waited for: bench/NOTES.md, v84) */
+/* A direct call's child counted as ran (mw_count_ran), its result in an inline handle: the
+ * fields that the branches test loaded before the first (each was a load from local memory that
+ * its branch waited for: bench/NOTES.md, v84, v88). -DMW_HOP_LAZY, a variant: loaded at their
+ * branches, as before. */
+#ifndef MW_HOP_LAZY
 #ifdef MW_SIM
 #define MW_DIRECT_EAGER_LOADS(c) const mw_u32 rk = (c)->ran_kind, rn = (c)->ran_n
 #else /* the empty asm keeps the loads here: the compiler would sink them to their branch */
@@ -625,7 +627,7 @@ __device__ __forceinline__ future mw_direct_done(mw_ctx *c, mw_u32 kind, mw_u32 
   return f;
 }
 /* The same into *f, saying which: 1 an inline handle, 2 the executor's slot (the fused pair of
- * generate.c, MW_DIRECT_FUSE, awaits only that). Collective. */
+ * generate.c awaits only that). Collective. */
 __device__ __forceinline__ int mw_direct_end(mw_ctx *c, mw_u32 kind, mw_u32 rtype, mw_u64 bits, future *f) {
   MW_DIRECT_EAGER_LOADS(c);
   f->h = mw_direct_handle(c, rtype, bits);
