@@ -190,18 +190,18 @@ static void put_undefs(mw__sb *b, const mw__parsed *p) {
   for (int i = 0; i < p->ndefines; ++i) mw__sb_printf(b, "#undef %s\n", p->def_names[i]);
 }
 
-/* Whether spawn-now site k of task t (mw__task.now_at) is a spawn_bulk. */
+/* Whether spawn-now site k of task t (mw__task.now) is a spawn_bulk. */
 static int now_bulk(const mw__parsed *p, const mw__task *t, int k) {
-  return !strncmp(p->src + t->now_at[k], "spawn_bulk", 10);
+  return !strncmp(p->src + t->now[k].word, "spawn_bulk", 10);
 }
 
-/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now_task),
+/* Whether some task of program p spawns t where the next statement awaits it (mw__task.now),
  * with spawn_bulk (bulk) or spawn: then t gets a spawn-now function of that form beside its
  * spawn functions. */
 static int t_spawned_now(const mw__parsed *p, const mw__task *t, int bulk) {
   for (int i = 0; i < p->ntasks; ++i)
     for (int k = 0; k < p->tasks[i].nnow; ++k)
-      if (p->tasks[i].now_task[k] == (int)(t - p->tasks) && now_bulk(p, &p->tasks[i], k) == bulk) return 1;
+      if (p->tasks[i].now[k].task == (int)(t - p->tasks) && now_bulk(p, &p->tasks[i], k) == bulk) return 1;
   return 0;
 }
 
@@ -718,8 +718,9 @@ static void put_block_body(mw__sb *b, const place *at, const mw__task *t) {
   mw__sb_puts(b, "\n  return _mw_ret_t();\n}\n");
 }
 
-static int is_ident_char(char ch) {
-  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+/* Whether c can be part of an identifier. */
+static int id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 /* The line of offset pos of task t's body. */
@@ -736,14 +737,18 @@ static void put_column(mw__sb *b, const mw__parsed *p, size_t pos) {
   for (size_t k = col; k < pos; ++k) mw__sb_puts(b, " ");
 }
 
-/* [from, to) of the source, with the 'spawn' of spawn-now site k (if it is in there) written
- * _MWsn (spawn_bulk: _MWsn_bulk), a word of the same length (task_api.cuh), so that lines and
+/* Just past the 'spawn' (or 'spawn_bulk') word of spawn-now site k. */
+static size_t now_word_end(const mw__parsed *p, const mw__task *t, int k) {
+  return t->now[k].word + (now_bulk(p, t, k) ? 10 : 5);
+}
+
+/* [from, to) of the source, with the 'spawn' of spawn-now site k (inside it) written _MWsn
+ * (spawn_bulk: _MWsn_bulk), a word of the same length (task_api.cuh), so that lines and
  * columns stay the user's. */
 static void put_spawn_now_text(mw__sb *b, const mw__parsed *p, const mw__task *t, int k, size_t from, size_t to) {
-  mw__sb_put(b, p->src + from, t->now_at[k] - from);
+  mw__sb_put(b, p->src + from, t->now[k].word - from);
   mw__sb_puts(b, now_bulk(p, t, k) ? "_MWsn_bulk" : "_MWsn");
-  from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
-  mw__sb_put(b, p->src + from, to - from);
+  mw__sb_put(b, p->src + now_word_end(p, t, k), to - now_word_end(p, t, k));
 }
 
 /* The task that spawn-now site k of t spawns when the pair 'f = spawn(c, args); await(f);' is
@@ -751,10 +756,10 @@ static void put_spawn_now_text(mw__sb *b, const mw__parsed *p, const mw__task *t
  * (t_direct), the spawn is no spawn_bulk, and no preprocessor line is inside the pair (the
  * fused form's own #ifdef would cut the user's #if ... #endif); else NULL. */
 static const mw__task *now_fused(const mw__parsed *p, const mw__task *t, int k) {
-  const mw__task *c = &p->tasks[t->now_task[k]];
+  const mw__task *c = &p->tasks[t->now[k].task];
   if (now_bulk(p, t, k) || c->block || !t_direct(p, c)) return NULL;
   int line_start = 0;
-  for (size_t i = t->now_pos[k].stmt; i < t->now_pos[k].end; ++i) {
+  for (size_t i = t->now[k].stmt; i < t->now[k].end; ++i) {
     const char ch = p->src[i];
     if (ch == '\n') line_start = 1;
     else if (ch == '#' && line_start) return NULL;
@@ -773,13 +778,13 @@ static const mw__task *now_fused(const mw__parsed *p, const mw__task *t, int k) 
  * written. Each form on the user's lines and columns (#line). */
 static void put_fused_pair(mw__sb *b, const place *at, const mw__task *t, int k, const mw__task *c) {
   const mw__parsed *p = at->p;
-  const mw__now_pair *q = &t->now_pos[k];
+  const mw__now_site *q = &t->now[k];
   size_t flen = 0;
-  while (is_ident_char(p->src[q->stmt + flen])) ++flen;
+  while (id_char(p->src[q->stmt + flen])) ++flen;
   const int line = body_line_at(p, t, q->stmt);
   mw__sb_puts(b, "\n#ifndef MW_NO_DIRECT_FUSE");
   /* the call's own words on the spawn's line, the arguments at their line and column */
-  put_line(b, at, body_line_at(p, t, t->now_at[k]));
+  put_line(b, at, body_line_at(p, t, q->word));
   mw__sb_printf(b, "if ((_mw_dr = mw_dtry__%s(_c, _mw_kbase, __LINE__, &(%.*s), &_mw_da_%s", c->name, (int)flen,
                 p->src + q->stmt, c->name);
   put_line(b, at, body_line_at(p, t, q->args));
@@ -814,12 +819,12 @@ static void put_body_text(mw__sb *b, const place *at, const mw__task *t, int fus
   for (int k = 0; k < t->nnow; ++k) {
     const mw__task *c = fuse ? now_fused(p, t, k) : NULL;
     if (c) {
-      mw__sb_put(b, p->src + from, t->now_pos[k].stmt - from);
+      mw__sb_put(b, p->src + from, t->now[k].stmt - from);
       put_fused_pair(b, at, t, k, c);
-      from = t->now_pos[k].end;
+      from = t->now[k].end;
     } else {
-      put_spawn_now_text(b, p, t, k, from, t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5));
-      from = t->now_at[k] + (now_bulk(p, t, k) ? 10 : 5);
+      put_spawn_now_text(b, p, t, k, from, now_word_end(p, t, k));
+      from = now_word_end(p, t, k);
     }
   }
   mw__sb_put(b, p->src + from, t->body_end + 1 - from);
@@ -1228,10 +1233,6 @@ char *mw__generate_part(mw__gen_part part, mw__parsed *const *progs, int nprogs,
 }
 
 /* ---- the compiler's log in the user's terms --------------------------------------------- */
-
-static int id_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
 
 static int starts(const char *s, const char *w) { return !strncmp(s, w, strlen(w)); }
 

@@ -1023,7 +1023,7 @@ static int spawn_awaited_next(const scan *sc, const toks *T, int i) {
 }
 
 /* The rules for the body of task t (its text in sc->s, the locals blanked); notes its spawns
- * that the next statement awaits (mw__task.now_at, now_task). */
+ * that the next statement awaits (mw__task.now). */
 static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__task *t) {
   toks T;
   char msg[600], name[64];
@@ -1047,28 +1047,15 @@ static int check_body(scan *sc, const mw__parsed *p, const int *suspends, mw__ta
   for (int i = 0; i < T.n && !rc; ++i) {
     const mw__task *callee = spawn_awaited_next(sc, &T, i) ? task_named(p, sc, &T.v[i + 2]) : NULL;
     if (!callee) continue;
-    size_t *v = realloc(t->now_at, (size_t)(t->nnow + 1) * sizeof *v);
-    if (!v) {
-      rc = MW_ENOMEM;
-      break;
-    }
-    t->now_at = v;
-    int *w = realloc(t->now_task, (size_t)(t->nnow + 1) * sizeof *w);
-    if (!w) {
-      rc = MW_ENOMEM;
-      break;
-    }
-    t->now_task = w;
-    mw__now_pair *q = realloc(t->now_pos, (size_t)(t->nnow + 1) * sizeof *q);
+    mw__now_site *q = realloc(t->now, (size_t)(t->nnow + 1) * sizeof *q);
     if (!q) {
       rc = MW_ENOMEM;
       break;
     }
-    t->now_pos = q;
+    t->now = q;
     const int k = T.v[i + 1].match + 1; /* the first ';' (spawn_awaited_next) */
-    q[t->nnow] = (mw__now_pair){T.v[i - 2].s, T.v[i + 3].s, T.v[k - 1].s, T.v[k].e, T.v[k + 1].s, T.v[k + 5].e};
-    t->now_task[t->nnow] = (int)(callee - p->tasks);
-    t->now_at[t->nnow++] = T.v[i].s;
+    q[t->nnow++] = (mw__now_site){T.v[i].s, T.v[i - 2].s, T.v[i + 3].s, T.v[k - 1].s, T.v[k].e, T.v[k + 5].e,
+                                  (int)(callee - p->tasks)};
   }
   /* two awaits on one line: their resume points would be one */
   int last_line = -1;
@@ -1188,9 +1175,7 @@ static void task_free(mw__task *t) {
   free(t->signature);
   for (int k = 0; k < t->nlocals; ++k) free(t->locals[k].decl);
   free(t->locals);
-  free(t->now_at);
-  free(t->now_task);
-  free(t->now_pos);
+  free(t->now);
 }
 
 void mw__parsed_free(mw__parsed *p) {

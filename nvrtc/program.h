@@ -41,20 +41,19 @@ typedef struct mw__task {
   int nlocals;
   mw__local *locals;
   /* spawns that the next statement awaits ('f = spawn(t, ...);' then 'await(f);' or
-   * 'try_await(f);'): the offsets of their 'spawn' words in the source; the generated body calls
-   * the spawn-now form there (device_api.cuh, mw_spawn_now) */
+   * 'try_await(f);'): the generated body calls the spawn-now form there (device_api.cuh,
+   * mw_spawn_now), or fuses the pair (generate.c, put_fused_pair) */
   int nnow;
-  size_t *now_at;
-  int *now_task; /* per spawn-now: the index of the task it spawns */
-  struct mw__now_pair *now_pos; /* per spawn-now: where its two statements' parts are */
+  struct mw__now_site *now;
 } mw__task;
 
-/* The two statements of a spawn-now, 'f = spawn(t, args); await(f);', as offsets into the
- * source: f, the ',' or ')' after t, the spawn's ')', just past the first ';', the await's
- * word and just past the second ';' (generate.c fuses them where t's body may run there). */
-typedef struct mw__now_pair {
-  size_t stmt, args, close, semi, wait, end;
-} mw__now_pair;
+/* A spawn-now site, 'f = spawn(t, args); await(f);', as offsets into the source: its 'spawn'
+ * word, f, the ',' or ')' after t, the spawn's ')', just past the first ';' and just past the
+ * second; and the index of the task t it spawns. */
+typedef struct mw__now_site {
+  size_t word, stmt, args, close, semi, end;
+  int task;
+} mw__now_site;
 
 typedef struct mw__parsed {
   char *file;
