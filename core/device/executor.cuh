@@ -1094,11 +1094,15 @@ __device__ void mw_executor(mw_state *st) {
   c.ws = &c.cta[c.cw];
   c.stk = stack;
   c.d = 0;
-  c.stops = 0; /* bulk, cancelled, nest, yield, trace_due, status (MW_RUN_DONE), tracing */
+  c.bulk = 0;
   c.index = 0;
+  c.cancelled = 0;
   c.idle = 0;
   c.calls = 0;
   c.lost = 0;
+  c.nest = 0;
+  c.yield = 0;
+  c.trace_due = 0;
   c.take_w = 2;
   c.ran = 0;
   c.ran_kind = MW_NONE;

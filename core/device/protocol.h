@@ -155,9 +155,7 @@
 
 enum mw_status { MW_ST_PENDING = 0, MW_ST_OK = 1, MW_ST_FAILED = 2, MW_ST_CANCELLED = 3 };
 
-/* result types: how the 8 value bytes are to be read. An integer result is stored extended to 64
- * bits by its type (signed ones sign-extended, bool 0 or 1: mw_result_bits), so its bits read as
- * a 64-bit integer are its value whatever the type; a float has its bits in the low word. */
+/* result types: how the 8 value bytes are to be read */
 enum mw_rtype {
   MW_RT_VOID = 0,
   MW_RT_BOOL,

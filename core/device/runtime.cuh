@@ -1265,14 +1265,12 @@ __device__ __noinline__ void mw_trace_switch(mw_ctx *c, mw_u32 gen) {
   mw_state *st = c->st;
   MW_FENCE(); /* gen before the fields the host wrote ahead of it */
   c->trace_ev = 0;
-  c->tracing = 0;
   c->trace_head = 0;
   mw_u8 *buf = (mw_u8 *)mw_ld64((const mw_u64 *)&st->trace_buf);
   mw_u32 nw = mw_ld32(&st->trace_workers), cap = mw_ld32(&st->trace_cap);
   if ((gen & 1u) && buf && c->wid < nw) {
     c->trace_head = (mw_trace_head *)buf + c->wid;
     c->trace_ev = (mw_trace_ev *)(buf + (mw_u64)nw * sizeof(mw_trace_head)) + (mw_u64)c->wid * cap;
-    c->tracing = 1;
     c->trace_cap = cap;
     c->trace_n = mw_ld64(&c->trace_head->count);
   }

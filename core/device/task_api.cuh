@@ -129,30 +129,20 @@ struct mw_ctx {
   mw_u32 d;       /* the running level: MW_LV(c) */
   mw_u32 resume;  /* read by every lane before the body runs */
   mw_u32 index;   /* bulk instance index, 0 for plain tasks */
-  /* The conditions that keep a spawn from running its child at once (mw_direct_ok), one byte
-   * each in one word, so that the test is one load of `stops` (bench/NOTES.md, v94): each is
-   * written by its name as before, 0 the common case. */
-  union {
-    struct {
-      mw_u8 bulk;      /* 1 while running a bulk instance */
-      mw_u8 cancelled; /* the running level stops at its next spawn or await: it ends cancelled */
-      mw_u8 nest;      /* a woken task waits in the CTA: the next await runs it first */
-      mw_u8 yield;     /* the host asks the executor to stop: awaits suspend rather than run inline */
-      mw_u8 trace_due; /* trace_gen changed: the trampoline takes it up before its next run */
-      mw_u8 status;    /* MW_RUN_* set by the body's exits (MW_RUN_DONE, 0, while it runs) */
-      mw_u8 tracing;   /* trace_ev is set: lane 0 records its runs */
-      mw_u8 stops_pad;
-    };
-    mw_u64 stops;
-  };
+  mw_u32 bulk;    /* 1 while running a bulk instance */
+  int status;     /* MW_RUN_* set by the body's exits */
   int fail_code;
   mw_u64 value;   /* result bits */
   const char *fail_msg;
   mw_u64 fail_fut;   /* failed child whose outcome is propagated, 0 if none */
+  mw_u32 cancelled;  /* the running level stops at its next spawn or await: it ends cancelled */
   mw_u32 idle;       /* counted in mw_state.hungry */
   mw_u32 calls;      /* spawns and awaits (each lane counts them alike), for the tick */
   mw_u32 kind, off;  /* the running level's kind and frame offset, in every lane */
   mw_u32 lost;       /* sim: the lane stacks were lost with a warp restart */
+  mw_u32 nest;       /* a woken task waits in the CTA: the next await runs it first */
+  mw_u32 yield;      /* the host asks the executor to stop: awaits suspend rather than run inline */
+  mw_u32 trace_due;  /* trace_gen changed: the trampoline takes it up before its next run */
   mw_u32 take_w;     /* inbox cells its next take looks at: 2, or MW_TAKE_MAX while the host
                       * streams spawns (its last take found more than one) */
   /* the frame the last take of the inbox kept to run here (protocol.h, inbox ring: Own frames),
@@ -184,16 +174,6 @@ struct mw_ctx {
    * warp's counters (lane 0's: mw_flush_counts adds them first; the other lanes' are not read) */
   mw_u32 ran_kind, ran_n;
 };
-
-/* Whether any condition of c->stops holds: one load. -DMW_STOPS_FIELDS, a variant: each byte
- * read by its name, as the separate words were (bench/NOTES.md, v94). */
-#ifndef MW_STOPS_FIELDS
-#define MW_STOPPED(c) ((mw_u32)((c)->stops != 0u))
-#else
-#define MW_STOPPED(c)                                                                               \
-  ((mw_u32)((c)->bulk | (c)->cancelled | (c)->nest | (c)->yield | (c)->trace_due | (c)->status |    \
-            (c)->tracing))
-#endif
 
 __device__ void mw_dispatch(mw_ctx *c, mw_u32 kind, mw_u8 *frame);
 __device__ void mw_dispatch_leaf(mw_ctx *c, mw_u32 kind, mw_u8 *frame); /* MW_KIND_LEAF kinds only */
@@ -256,30 +236,17 @@ struct mw_val {
     }
   }
   __device__ long long as_i64() const {
-#if defined(MW_VAL_SWITCH)
+#ifndef MW_VAL_SWITCH /* the integer cases selected, not a jump table (bench/NOTES.md, v88) */
+    if (is_float()) return (long long)as_double();
+    const long long i32 = (long long)(int)(mw_u32)bits, u32 = (long long)(mw_u32)bits;
+    return rtype == MW_RT_I32 ? i32 : rtype == MW_RT_U32 ? u32 : (long long)bits;
+#else
     switch (rtype) {
       case MW_RT_F64: case MW_RT_F32: return (long long)as_double();
       case MW_RT_I32: return (long long)(int)(mw_u32)bits;
       case MW_RT_U32: return (long long)(mw_u32)bits;
       default: return (long long)bits;
     }
-#elif defined(MW_VAL_TYPED) /* the integer cases selected, not a jump table (bench/NOTES.md, v88) */
-    if (is_float()) return (long long)as_double();
-    const long long i32 = (long long)(int)(mw_u32)bits, u32 = (long long)(mw_u32)bits;
-    return rtype == MW_RT_I32 ? i32 : rtype == MW_RT_U32 ? u32 : (long long)bits;
-#elif defined(MW_VAL_FSEL) && !defined(MW_SIM)
-    /* a variant: a float's conversion made whatever the type and selected, with no branch */
-    union { mw_u64 u; double d; } x;
-    union { mw_u32 u; float f; } y;
-    x.u = bits;
-    y.u = (mw_u32)bits;
-    const long long fi = (long long)(rtype == MW_RT_F64 ? x.d : (double)y.f);
-    return is_float() ? fi : (long long)bits;
-#else
-    /* an integer's bits are its value extended by its type (protocol.h, result types): the
-     * float test alone (bench/NOTES.md, v94; -DMW_VAL_TYPED: the integer types selected, v88) */
-    if (is_float()) return (long long)as_double();
-    return (long long)bits;
 #endif
   }
   __device__ bool is_float() const { return rtype == MW_RT_F32 || rtype == MW_RT_F64; }
@@ -604,8 +571,9 @@ __device__ __forceinline__ bool mw_direct_ok(mw_ctx *c, mw_u32 kind, const void 
   /* every field read at once (no chain of branches); lane 0's view decides: a trace is lane 0's */
   const mw_u32 n = c->calls + 1u;
   const mw_wstate *ws = MW_TASK_WS(c);
-  const mw_u32 busy = MW_STOPPED(c) | (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) |
-                      (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(ws->nfree_slots == 0u) |
+  const mw_u32 busy = c->bulk | c->cancelled | c->nest | c->yield | c->trace_due | (mw_u32)c->status |
+                      (mw_u32)((n & (MW_TICK_CALLS - 1u)) == 0u) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
+                      (mw_u32)(c->trace_ev != 0) | (mw_u32)(ws->nfree_slots == 0u) |
                       (mw_u32)(extra != 0u && !mw_alone(c, kind, extra));
   if (__shfl_sync(MW_FULL, busy, 0)) return false;
   c->calls = n;
@@ -765,7 +733,8 @@ __device__ __forceinline__ int mw_elide_ok(mw_ctx *c, mw_u32 kind, const void *a
   if (c->elide) return mw_elide_more(c) ? 1 : 2;
   const mw_wstate *ws = MW_TASK_WS(c);
   /* as mw_direct_ok: every MW_TICK_CALLS-th spawn goes the executor's way, which ticks */
-  const mw_u32 busy = c->hungry_seen | MW_STOPPED(c) | (mw_u32)(c->d + 1u >= MW_LEVELS) |
+  const mw_u32 busy = c->hungry_seen | c->bulk | c->cancelled | c->nest | c->yield | c->trace_due |
+                      (mw_u32)c->status | (mw_u32)(c->d + 1u >= MW_LEVELS) | (mw_u32)(c->trace_ev != 0) |
                       (mw_u32)(ws->nfree_slots == 0u) | (mw_u32)(((c->calls + 1u) & (MW_TICK_CALLS - 1u)) == 0u) |
                       (mw_u32)(c->d + 1u < (mw_u32)(MW_ELIDE)) |
                       (mw_u32)(MW_GEN_OF(ws->lv[c->d].flags) < c->elide_gen);
