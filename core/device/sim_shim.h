@@ -980,10 +980,37 @@ extern "C" __attribute__((visibility("hidden"), noreturn)) void __assert_fail(
 #endif
 #undef MW_SIM_SITE
 
+/* ---- chaos: $MOONWARP_SIM_CHAOS=N pauses a warp at about one in N of its atomics and fences,
+ * for 0.1-2 ms, as a host that deschedules a warp's thread mid-protocol would (0 or unset:
+ * never). A stress for the protocols: no warp may wait on a peer that stopped between two steps
+ * for good, and no runnable task may be left behind one. ----------------------------------- */
+namespace mw_sim {
+inline unsigned chaos_every() {
+  static const unsigned n = [] {
+    const char *e = getenv("MOONWARP_SIM_CHAOS");
+    return e ? (unsigned)strtoul(e, nullptr, 10) : 0u;
+  }();
+  return n;
+}
+inline void chaos() {
+  const unsigned n = chaos_every();
+  if (__builtin_expect(n == 0u, 1)) return;
+  static thread_local unsigned long long s;
+  if (!s) s = (unsigned long long)(uintptr_t)&s ^ (unsigned long long)time(nullptr) ^ 0x9e3779b97f4a7c15ull;
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  if (s % n) return;
+  struct timespec ts = {0, (long)(100000u + (s >> 24) % 1900000u)};
+  nanosleep(&ts, nullptr);
+}
+} /* namespace mw_sim */
+
 /* ---- atomics: real ones across host threads, sequentially consistent ------------------------ */
 #define MW_SIM_SC __ATOMIC_SEQ_CST
 #define MW_SIM_FETCH(name, builtin, T)                                                  \
-  inline T name(T *p, T v) { return builtin(p, v, MW_SIM_SC); }
+  inline T name(T *p, T v) {                                                            \
+    mw_sim::chaos();                                                                    \
+    return builtin(p, v, MW_SIM_SC);                                                    \
+  }
 MW_SIM_FETCH(atomicAdd, __atomic_fetch_add, int)
 MW_SIM_FETCH(atomicAdd, __atomic_fetch_add, unsigned)
 MW_SIM_FETCH(atomicAdd, __atomic_fetch_add, unsigned long long)
@@ -1024,6 +1051,7 @@ inline float atomicExch(float *p, float v) {
 
 #define MW_SIM_CAS(T)                                                                    \
   inline T atomicCAS(T *p, T compare, T val) {                                           \
+    mw_sim::chaos();                                                                     \
     __atomic_compare_exchange_n(p, &compare, val, false, MW_SIM_SC, MW_SIM_SC);          \
     return compare; /* the old value, whether or not it was swapped */                   \
   }
@@ -1075,9 +1103,15 @@ MW_SIM_SCOPED_CAS(unsigned short)
 #undef MW_SIM_SC
 
 /* ---- fences, time, traps ------------------------------------------------------------------- */
-inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence(void) {
+  mw_sim::chaos();
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_system(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system(void) {
+  mw_sim::chaos();
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 
 /* ---- task code stopped after a fault -------------------------------------------------------
  * On the GPU a fault ends the whole executor at once. Here the other warps' threads would run
