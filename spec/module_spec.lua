@@ -102,6 +102,14 @@ describe("mw.runtime options", function()
     assert.truthy(err:find('MOONWARP_ONE_UNIT_LINKED must be 0 or 1, got "yes"', 1, true), err)
   end)
 
+  it("refuses a MOONWARP_SIM_CHAOS that is not a whole number, saying so", function()
+    for _, bad in ipairs { "often", "-5", "10x", "99999999999" } do
+      local err = refusal("MOONWARP_SIM_CHAOS", bad)
+      assert.truthy(err:find("MOONWARP_SIM_CHAOS must be a whole number N (a pause at about one in N atomics "
+        .. 'and fences; 0: none) up to 1000000000, got "' .. bad .. '"', 1, true), err)
+    end
+  end)
+
   it("refuses a MOONWARP_CARVEOUT that is not a percent, saying so", function()
     for _, bad in ipairs { "half", "101", "-2", "50%" } do
       local err = refusal("MOONWARP_CARVEOUT", bad)

@@ -481,6 +481,13 @@ static int check_desc(const mw_runtime_desc *d) {
  * $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
  * $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt) a readable file; MW_EINVAL, saying so, for
  * anything else, as mw_runtime_create and mw_compile_cubin both check. */
+/* Whether v is a whole number (digits only) of at most max. */
+static int whole_number(const char *v, unsigned long long max) {
+  char *end = NULL;
+  unsigned long long n = strtoull(v, &end, 10);
+  return v[0] >= '0' && v[0] <= '9' && !*end && n <= max;
+}
+
 int mw__grid_env_ok(void) {
   /* $MOONWARP_GRIDS (cuda, grids_wanted): 0 launches no block task as a grid, 1 as it may */
   const char *grids = getenv("MOONWARP_GRIDS");
@@ -499,9 +506,7 @@ int mw__grid_env_ok(void) {
    * runs as a grid, a whole number (0: never) */
   const char *grid_min = getenv("MOONWARP_GRID_MIN");
   if (grid_min && *grid_min) {
-    char *end = NULL;
-    long long v = strtoll(grid_min, &end, 10);
-    if (grid_min[0] < '0' || grid_min[0] > '9' || *end || v > 0xffffffffll) {
+    if (!whole_number(grid_min, 0xffffffffull)) {
       mw__set_error("MOONWARP_GRID_MIN must be a whole number of instances (0: never a grid), got \"%.40s\"",
                     grid_min);
       return MW_EINVAL;
@@ -560,6 +565,13 @@ MW_API int mw_runtime_create(const mw_runtime_desc *desc, mw_runtime **out) {
     return MW_EINVAL;
   }
   if (mw__grid_env_ok()) return MW_EINVAL;
+  /* $MOONWARP_SIM_CHAOS (sim, sim_shim.h): a pause at about one in N atomics and fences */
+  const char *chaos = getenv("MOONWARP_SIM_CHAOS");
+  if (chaos && *chaos && !whole_number(chaos, 1000000000ull)) {
+    mw__set_error("MOONWARP_SIM_CHAOS must be a whole number N (a pause at about one in N atomics "
+                  "and fences; 0: none) up to 1000000000, got \"%.40s\"", chaos);
+    return MW_EINVAL;
+  }
   /* $MOONWARP_CARVEOUT (cuda, backend_cuda.c): a percent, or -1 for the driver's choice */
   const char *carve = getenv("MOONWARP_CARVEOUT");
   if (carve && *carve) {
