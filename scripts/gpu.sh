@@ -123,6 +123,11 @@ per_variant() {
   shift 2
   for v in $list; do
     [ "$v" = - ] && v=
+    # the next variant only with a minute of GPU_DEADLINE left (the steps after it keep theirs)
+    if [ "$(left)" -lt 60 ]; then
+      echo "# variant: ${v:-default}: not run, $(left) s left of GPU_DEADLINE" | tee -a "$out/$file"
+      continue
+    fi
     echo "# variant: ${v:-default}" | tee -a "$out/$file"
     MOONWARP_DEVICE_DEFINE=$v "$@" 2>&1 | tee -a "$out/$file"
   done
