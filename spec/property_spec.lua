@@ -190,14 +190,17 @@ end)
 -- the default elides from the third, core/device/task_api.cuh), where a failed child awaited
 -- after siblings that ran whole subtrees in between must still fail its parent; and no elided
 -- calls at all (MW_NO_ELIDE). Sim only: each is a build of its own.
+-- bench/soak.lua on sim with env (VAR=value ...) and args: it ends well, every count exact
+local function soak_exact(env, args)
+  local status, out = support.run(support.lua_paths() .. env .. " luajit bench/soak.lua sim " .. args)
+  assert.equals(0, status, out)
+  assert.truthy(out:find("soak: all counts exact, nothing leaked", 1, true), out)
+end
+
 describe("the executor's other builds #sim", function()
-  local paths = support.lua_paths()
   for _, define in ipairs { "MW_ELIDE", "MW_NO_ELIDE" } do
     it("keeps random trees of spawn / await / fail exact with " .. define, function()
-      local status, out = support.run(paths .. "MOONWARP_DEVICE_DEFINE=" .. define
-        .. " luajit bench/soak.lua sim 200000 1")
-      assert.equals(0, status, out)
-      assert.truthy(out:find("soak: all counts exact, nothing leaked", 1, true), out)
+      soak_exact("MOONWARP_DEVICE_DEFINE=" .. define, "200000 1")
     end)
   end
 end)
@@ -205,10 +208,7 @@ end)
 -- Warps paused for 0.1-2 ms at about one in 20 of their atomics and fences (sim_shim.h, chaos):
 -- a protocol that needs a peer to go on at once would strand or lose a task here.
 describe("the executor with warps descheduled mid-protocol #sim", function()
-  local paths = support.lua_paths()
   it("keeps random trees of spawn / await / fail exact while warps pause inside the protocols", function()
-    local status, out = support.run(paths .. "MOONWARP_SIM_CHAOS=20 luajit bench/soak.lua sim 20000 3")
-    assert.equals(0, status, out)
-    assert.truthy(out:find("soak: all counts exact, nothing leaked", 1, true), out)
+    soak_exact("MOONWARP_SIM_CHAOS=20", "20000 3")
   end)
 end)
