@@ -476,11 +476,6 @@ static int check_desc(const mw_runtime_desc *d) {
   return mw__frame_bytes_ok(d->frame_bytes);
 }
 
-/* The variables of the grids launched from the device (protocol.h, Block tasks, "As a grid"):
- * $MOONWARP_GRIDS (grids_wanted) and $MOONWARP_GRID_PRIME (backend_cuda.c) 0 or 1,
- * $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
- * $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt) a readable file; MW_EINVAL, saying so, for
- * anything else, as mw_runtime_create and mw_compile_cubin both check. */
 /* Whether v is a whole number (digits only) of at most max. */
 static int whole_number(const char *v, unsigned long long max) {
   char *end = NULL;
@@ -488,6 +483,11 @@ static int whole_number(const char *v, unsigned long long max) {
   return v[0] >= '0' && v[0] <= '9' && !*end && n <= max;
 }
 
+/* The variables of the grids launched from the device (protocol.h, Block tasks, "As a grid"):
+ * $MOONWARP_GRIDS (grids_wanted) and $MOONWARP_GRID_PRIME (backend_cuda.c) 0 or 1,
+ * $MOONWARP_GRID_MIN (backend_cuda.c) a whole number,
+ * $MOONWARP_CUDADEVRT (nvrtc/jit.c, mw__cudadevrt) a readable file; MW_EINVAL, saying so, for
+ * anything else, as mw_runtime_create and mw_compile_cubin both check. */
 int mw__grid_env_ok(void) {
   /* $MOONWARP_GRIDS (cuda, grids_wanted): 0 launches no block task as a grid, 1 as it may */
   const char *grids = getenv("MOONWARP_GRIDS");
